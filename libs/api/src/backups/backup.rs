@@ -1,0 +1,101 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::meta::{Condition, LocalObjectReference, TypedLocalObjectReference};
+
+/// Backup is a catalog entry for one completed backup. It has no status subresource: drivers write
+/// its status in the create call, exactly as upstream.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "backups.cozystack.io",
+    version = "v1alpha1",
+    kind = "Backup",
+    namespaced,
+    status = "BackupStatus",
+    shortname = "bkp",
+    category = "cozy-backups",
+    derive = "PartialEq",
+    doc = "Backup is a catalog entry for one completed backup of an application.",
+    printcolumn(
+        name = "Application",
+        type_ = "string",
+        json_path = ".spec.applicationRef.name"
+    ),
+    printcolumn(
+        name = "Kind",
+        type_ = "string",
+        json_path = ".spec.applicationRef.kind",
+        priority = 1
+    ),
+    printcolumn(name = "Taken", type_ = "date", json_path = ".spec.takenAt"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Artifact",
+        type_ = "string",
+        json_path = ".status.artifact.uri",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    selectable = ".spec.applicationRef.apiGroup",
+    selectable = ".spec.applicationRef.kind",
+    selectable = ".spec.applicationRef.name",
+    annotation("options.cozystack.io/source.applicationRef.kind", "appkind")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// The application that was backed up (as stored on the BackupJob, not normalised).
+    pub application_ref: TypedLocalObjectReference,
+    /// The Plan whose job produced this backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_ref: Option<LocalObjectReference>,
+    /// The strategy CR that produced the backup; restores dispatch on its kind.
+    pub strategy_ref: TypedLocalObjectReference,
+    /// When the backup's consistency point was taken.
+    pub taken_at: Time,
+    /// Driver-specific coordinates of the backup (operator object names, S3 paths, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::meta::string_map")]
+    pub driver_metadata: Option<BTreeMap<String, String>>,
+}
+
+/// Observed state of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// `Ready` once usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Where the backup data lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<BackupArtifact>,
+    /// A self-typed snapshot (inlined kind/apiVersion) of what a restore needs, e.g. the source
+    /// application's databases and users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::meta::preserve_unknown_object")]
+    pub underlying_resources: Option<serde_json::Value>,
+    /// Conditions, keyed by type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::meta::conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Location and integrity data of a backup artifact.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupArtifact {
+    /// Artifact URI, e.g. `cnpg://<server>/<backup>` or `s3://bucket/key`.
+    pub uri: String,
+    /// Size in bytes, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// Checksum, e.g. `sha256:<hex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+}

@@ -1,0 +1,123 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::meta::{Condition, TypedLocalObjectReference};
+
+/// Plan creates BackupJobs for an application on a cron schedule.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "backups.cozystack.io",
+    version = "v1alpha1",
+    kind = "Plan",
+    namespaced,
+    status = "PlanStatus",
+    shortname = "bplan",
+    category = "cozy-backups",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Plan creates BackupJobs for an application on a cron schedule.",
+    printcolumn(
+        name = "Application",
+        type_ = "string",
+        json_path = ".spec.applicationRef.name"
+    ),
+    printcolumn(
+        name = "Class",
+        type_ = "string",
+        json_path = ".spec.backupClassName",
+        priority = 1
+    ),
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule.cron"),
+    printcolumn(name = "Last", type_ = "date", json_path = ".status.lastScheduleTime"),
+    printcolumn(
+        name = "Next",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    selectable = ".spec.applicationRef.apiGroup",
+    selectable = ".spec.applicationRef.kind",
+    selectable = ".spec.applicationRef.name",
+    annotation("options.cozystack.io/source.applicationRef.kind", "appkind"),
+    annotation("options.cozystack.io/source.backupClassName", "backupclass")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSpec {
+    /// The application to back up.
+    pub application_ref: TypedLocalObjectReference,
+    /// The BackupClass used by the jobs this Plan creates.
+    pub backup_class_name: String,
+    /// When to create jobs.
+    pub schedule: PlanSchedule,
+    /// How many Backups of this Plan to keep (new; upstream Plans have no retention). Unset keeps
+    /// everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_policy: Option<RetentionPolicy>,
+}
+
+/// A Plan's schedule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSchedule {
+    /// Schedule type; only `cron` exists (and is assumed when empty).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// A standard 5-field cron expression, a descriptor such as `@daily`, optionally prefixed by
+    /// `CRON_TZ=<zone> `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+}
+
+/// Retention of a Plan's Backups. A Backup is kept when any rule keeps it (restic/borg semantics);
+/// `maxAge` then removes anything older regardless.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionPolicy {
+    /// Keep the N most recent successful Backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub keep_last: Option<i32>,
+    /// Keep the newest Backup of each of the last N days that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub keep_daily: Option<i32>,
+    /// Keep the newest Backup of each of the last N ISO weeks that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub keep_weekly: Option<i32>,
+    /// Keep the newest Backup of each of the last N calendar months that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub keep_monthly: Option<i32>,
+    /// Delete Backups older than this duration (Go duration syntax, e.g. `720h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub max_age: Option<String>,
+    /// Keep the N most recent failed BackupJobs of this Plan for diagnosis; older failed ones are
+    /// deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub keep_failed: Option<i32>,
+}
+
+/// Observed state of a Plan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStatus {
+    /// When the Plan last created a BackupJob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<Time>,
+    /// When the Plan will next create a BackupJob (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<Time>,
+    /// Conditions, keyed by type (`Error` tells whether the cron spec parses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::meta::conditions_schema")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,305 @@
+//! Contract strings shared with the upstream Cozystack controllers.
+//!
+//! Every label key, annotation, finalizer, condition type, reason, phase and API group that is part of
+//! the compatibility contract lives here, so no daemon ever spells one by hand. The values are copied
+//! from the upstream fact sheets (`shared/spec/cozystack-*.md`); changing one breaks wire compatibility
+//! with objects written by the upstream controllers.
+
+/// API groups and versions.
+pub mod groups {
+    /// Core backup API group (`BackupClass`, `BackupJob`, `Backup`, `Plan`, `RestoreJob`).
+    pub const BACKUPS: &str = "backups.cozystack.io";
+    /// Strategy CR group (`CNPG`, `Etcd`, `MariaDB`, …).
+    pub const STRATEGY: &str = "strategy.backups.cozystack.io";
+    /// Group of `ApplicationDefinition`.
+    pub const COZYSTACK: &str = "cozystack.io";
+    /// Group of the tenant-facing application kinds (`Postgres`, `VMDisk`, …) and `Bucket`.
+    pub const APPS: &str = "apps.cozystack.io";
+    /// The single served version of every group we own.
+    pub const V1ALPHA1: &str = "v1alpha1";
+}
+
+/// `DefaultApplicationAPIGroup`: an applicationRef whose `apiGroup` is nil or empty means this group.
+pub const DEFAULT_APPLICATION_API_GROUP: &str = groups::APPS;
+
+/// Labels.
+pub mod labels {
+    /// Ownership label on every driver-side object: the owning BackupJob (or RestoreJob) name.
+    pub const OWNED_BY_JOB_NAME: &str = "backups.cozystack.io/owned-by.BackupJobName";
+    /// Ownership label on every driver-side object: the owning BackupJob (or RestoreJob) namespace.
+    pub const OWNED_BY_JOB_NAMESPACE: &str = "backups.cozystack.io/owned-by.BackupJobNamespace";
+    /// Label key marking objects managed by the backup platform (projected Secrets).
+    pub const MANAGED_BY: &str = "apps.cozystack.io/managed-by";
+    /// Value of [`MANAGED_BY`] for objects we own.
+    pub const MANAGED_BY_VALUE: &str = "cozystack-backups";
+    /// Label on FoundationDBBackups created by the driver, naming the target cluster.
+    pub const FOUNDATIONDB_CLUSTER: &str = "backups.cozystack.io/foundationdb-cluster";
+    /// CNPG cluster label on cnpg Backups and PVCs.
+    pub const CNPG_CLUSTER: &str = "cnpg.io/cluster";
+    /// Mode label on batch Jobs of the generic Job strategy (`backup` / `restore`).
+    pub const JOB_STRATEGY_MODE: &str = "job.strategy.backups.cozystack.io/mode";
+    /// Mode label on batch Jobs of the Altinity strategy (`backup` / `restore`).
+    pub const ALTINITY_STRATEGY_MODE: &str = "altinity.strategy.backups.cozystack.io/mode";
+    /// Application kind label on HelmReleases and workloads.
+    pub const APPLICATION_KIND: &str = "apps.cozystack.io/application.kind";
+    /// Application group label on HelmReleases.
+    pub const APPLICATION_GROUP: &str = "apps.cozystack.io/application.group";
+    /// Application name label on HelmReleases and workloads.
+    pub const APPLICATION_NAME: &str = "apps.cozystack.io/application.name";
+}
+
+/// Annotations.
+pub mod annotations {
+    /// Pod-template annotation on `cozy-system/cozystack-api` carrying the ApplicationDefinition hash.
+    pub const CONFIG_HASH: &str = "cozystack.io/config-hash";
+    /// Flux: force a Helm upgrade (honoured only together with [`FLUX_REQUESTED_AT`]).
+    pub const FLUX_FORCE_AT: &str = "reconcile.fluxcd.io/forceAt";
+    /// Flux: request a reconcile.
+    pub const FLUX_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+    /// Annotation on a Velero Backup with the JSON of the VM's underlying resources.
+    pub const UNDERLYING_RESOURCES: &str = "backups.cozystack.io/underlying-resources";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// Finalizer on `Backup` and `RestoreJob`.
+    pub const CLEANUP: &str = "backups.cozystack.io/cleanup";
+    /// Legacy finalizer on `Backup`, honoured and removed together with [`CLEANUP`].
+    pub const CLEANUP_VELERO_LEGACY: &str = "backups.cozystack.io/cleanup-velero";
+}
+
+/// Names of platform objects.
+pub mod names {
+    /// The projected credentials Secret in tenant and system namespaces.
+    pub const CREDENTIALS_SECRET: &str = "cozy-backups-creds";
+    /// The platform default BackupClass.
+    pub const DEFAULT_BACKUP_CLASS: &str = "cozy-default";
+    /// The Velero BackupStorageLocation rendered by the platform.
+    pub const DEFAULT_BSL: &str = "cozy-default";
+    /// Namespace of every Velero object the drivers create.
+    pub const VELERO_NAMESPACE: &str = "cozy-velero";
+}
+
+/// Phases written to `status.phase`.
+pub mod phases {
+    /// BackupJob/RestoreJob: declared upstream, never written.
+    pub const PENDING: &str = "Pending";
+    /// BackupJob/RestoreJob: a driver is working.
+    pub const RUNNING: &str = "Running";
+    /// BackupJob/RestoreJob: terminal success.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// BackupJob/RestoreJob/Backup: terminal failure.
+    pub const FAILED: &str = "Failed";
+    /// Backup: the catalog entry is usable.
+    pub const READY: &str = "Ready";
+
+    /// True for the phases after which no controller acts on a job.
+    pub fn is_terminal(phase: Option<&str>) -> bool {
+        matches!(phase, Some(SUCCEEDED) | Some(FAILED))
+    }
+}
+
+/// Condition types.
+pub mod condition_types {
+    /// The universal summary condition.
+    pub const READY: &str = "Ready";
+    /// Owned by the credentials projector on BackupJob and RestoreJob.
+    pub const CREDENTIALS_PROJECTED: &str = "CredentialsProjected";
+    /// RestoreJob: the target cluster was purged (CNPG, Etcd).
+    pub const TARGET_PURGED: &str = "TargetPurged";
+    /// RestoreJob: the CNPG WAL-archive gate.
+    pub const WAL_ARCHIVE_READY: &str = "WALArchiveReady";
+    /// RestoreJob: CNPG point-in-time recovery convergence.
+    pub const RECOVERY_CONVERGED: &str = "RecoveryConverged";
+    /// RestoreJob: Etcd captured the live cluster spec before purging it.
+    pub const ETCD_CLUSTER_SPEC_CAPTURED: &str = "EtcdClusterSpecCaptured";
+    /// Plan: the cron schedule does not parse (`PlanConditionError`).
+    pub const PLAN_ERROR: &str = "Error";
+}
+
+/// Condition reasons.
+pub mod reasons {
+    // BackupJob Ready reasons.
+    /// BackupJob: the named BackupClass does not exist (transient).
+    pub const BACKUP_CLASS_NOT_FOUND: &str = "BackupClassNotFound";
+    /// BackupJob/RestoreJob: credentials projection hit a transient error.
+    pub const CREDENTIALS_PROJECTION_PENDING: &str = "CredentialsProjectionPending";
+    /// BackupJob/RestoreJob: the Strategy CR does not exist yet.
+    pub const STRATEGY_NOT_READY: &str = "StrategyNotReady";
+    /// BackupJob (CNPG): the cnpg Cluster does not exist yet.
+    pub const CLUSTER_NOT_READY: &str = "ClusterNotReady";
+    /// BackupJob (CNPG): the cnpg Backup reported `failed` inside the deadline.
+    pub const CNPG_BACKUP_TRANSIENT_FAILURE: &str = "CNPGBackupTransientFailure";
+    /// BackupJob (MariaDB): the operator CR does not exist yet.
+    pub const MARIADB_NOT_READY: &str = "MariaDBNotReady";
+    /// BackupJob (Etcd): the EtcdCluster is not Available.
+    pub const ETCD_CLUSTER_NOT_AVAILABLE: &str = "EtcdClusterNotAvailable";
+    /// BackupJob (Etcd): the snapshot is in progress.
+    pub const ETCD_BACKUP_RUNNING: &str = "EtcdBackupRunning";
+    /// BackupJob (FoundationDB): the cluster does not exist.
+    pub const FOUNDATIONDB_CLUSTER_NOT_READY: &str = "FoundationDBClusterNotReady";
+    /// BackupJob (FoundationDB): the cluster is not available.
+    pub const FOUNDATIONDB_CLUSTER_NOT_AVAILABLE: &str = "FoundationDBClusterNotAvailable";
+    /// BackupJob (FoundationDB): the cluster version is unknown.
+    pub const FOUNDATIONDB_CLUSTER_VERSION_UNKNOWN: &str = "FoundationDBClusterVersionUnknown";
+    /// BackupJob (FoundationDB): a Secret the agent template references is missing.
+    pub const MISSING_BLOB_CREDENTIALS_SECRET: &str = "MissingBlobCredentialsSecret";
+    /// BackupJob (FoundationDB): the backup has not reached a restorable snapshot.
+    pub const FOUNDATIONDB_BACKUP_RUNNING: &str = "FoundationDBBackupRunning";
+    /// BackupJob (MongoDB): the application does not exist yet.
+    pub const MONGODB_APPLICATION_NOT_READY: &str = "MongoDBApplicationNotReady";
+    /// BackupJob (MongoDB): the Percona cluster does not exist yet.
+    pub const PERCONA_SERVER_MONGODB_NOT_READY: &str = "PerconaServerMongoDBNotReady";
+    /// BackupJob (MongoDB): backups are disabled on the Percona cluster.
+    pub const PERCONA_SERVER_MONGODB_BACKUPS_DISABLED: &str = "PerconaServerMongoDBBackupsDisabled";
+    /// BackupJob: terminal failure.
+    pub const BACKUP_FAILED: &str = "BackupFailed";
+    /// BackupJob: success.
+    pub const BACKUP_COMPLETED: &str = "BackupCompleted";
+
+    // RestoreJob reasons.
+    /// RestoreJob (MariaDB): the target operator CR does not exist yet.
+    pub const TARGET_MARIADB_NOT_READY: &str = "TargetMariaDBNotReady";
+    /// RestoreJob (Etcd): the recreated cluster is bootstrapping.
+    pub const ETCD_CLUSTER_BOOTSTRAPPING: &str = "EtcdClusterBootstrapping";
+    /// RestoreJob (FoundationDB): the target cluster does not exist yet.
+    pub const TARGET_FOUNDATIONDB_CLUSTER_NOT_READY: &str = "TargetFoundationDBClusterNotReady";
+    /// RestoreJob (FoundationDB): the restore is running.
+    pub const FOUNDATIONDB_RESTORE_RUNNING: &str = "FoundationDBRestoreRunning";
+    /// RestoreJob (MongoDB): the target Percona cluster does not exist yet.
+    pub const TARGET_PERCONA_SERVER_MONGODB_NOT_READY: &str = "TargetPerconaServerMongoDBNotReady";
+    /// RestoreJob (MongoDB): backups are disabled on the target Percona cluster.
+    pub const TARGET_PERCONA_SERVER_MONGODB_BACKUPS_DISABLED: &str =
+        "TargetPerconaServerMongoDBBackupsDisabled";
+    /// RestoreJob: terminal failure.
+    pub const RESTORE_FAILED: &str = "RestoreFailed";
+    /// RestoreJob (CNPG PITR): the recovery target lies past the archived WAL.
+    pub const RECOVERY_TARGET_UNREACHABLE: &str = "RecoveryTargetUnreachable";
+    /// RestoreJob: success.
+    pub const RESTORE_COMPLETED: &str = "RestoreCompleted";
+    /// RestoreJob `TargetPurged` (CNPG, Etcd).
+    pub const CLUSTER_PURGED: &str = "ClusterPurged";
+    /// RestoreJob `TargetPurged` (Etcd crash recovery).
+    pub const CLUSTER_PURGED_RECOVERED: &str = "ClusterPurgedRecovered";
+    /// RestoreJob `WALArchiveReady=False`.
+    pub const WAITING_FOR_ARCHIVE: &str = "WaitingForArchive";
+    /// RestoreJob `WALArchiveReady=True`.
+    pub const ARCHIVE_CAUGHT_UP: &str = "ArchiveCaughtUp";
+    /// RestoreJob `RecoveryConverged=True`.
+    pub const RECOVERY_CONVERGED: &str = "RecoveryConverged";
+    /// RestoreJob `EtcdClusterSpecCaptured=True`.
+    pub const SPEC_CAPTURED: &str = "SpecCaptured";
+
+    // Credentials projection (`CredentialsProjected` condition and failure metric labels).
+    /// The source Secret does not exist (transient).
+    pub const SOURCE_SECRET_MISSING: &str = "SourceSecretMissing";
+    /// The source Secret cannot be parsed or lacks required keys (terminal).
+    pub const SOURCE_SECRET_MALFORMED: &str = "SourceSecretMalformed";
+    /// The target Secret exists without our ownership label (terminal).
+    pub const TARGET_SECRET_NOT_OWNED: &str = "TargetSecretNotOwned";
+    /// An API call failed (transient).
+    pub const API_ERROR: &str = "APIError";
+    /// Metric label for an error that is not a projection error.
+    pub const UNKNOWN: &str = "Unknown";
+    /// `CredentialsProjected=True`.
+    pub const PROJECTED: &str = "Projected";
+
+    // Plan `Error` condition. Upstream uses "Failed to parse cron spec" / "Cron spec is valid", which
+    // contain spaces and are rejected by the condition-reason pattern of a real API server; we use
+    // the CamelCase forms (documented in docs/api.md).
+    /// Plan `Error=True`: the cron spec does not parse.
+    pub const CRON_SPEC_INVALID: &str = "CronSpecInvalid";
+    /// Plan `Error=False`: the cron spec parses.
+    pub const CRON_SPEC_VALID: &str = "CronSpecValid";
+}
+
+/// Event reasons.
+pub mod event_reasons {
+    /// BackupJob (Velero): a Velero Backup was created.
+    pub const VELERO_BACKUP_CREATED: &str = "VeleroBackupCreated";
+    /// BackupJob (Velero): creating the Velero Backup failed.
+    pub const VELERO_BACKUP_CREATION_FAILED: &str = "VeleroBackupCreationFailed";
+    /// RestoreJob: `spec.options` is not valid for the driver.
+    pub const MALFORMED_OPTIONS: &str = "MalformedOptions";
+    /// RestoreJob: the Backup's snapshot payload does not decode.
+    pub const MALFORMED_SNAPSHOT: &str = "MalformedSnapshot";
+    /// RestoreJob: an option key the driver does not know.
+    pub const UNKNOWN_RESTORE_OPTION: &str = "UnknownRestoreOption";
+    /// RestoreJob (CNPG): recovery pod logs could not be read.
+    pub const RECOVERY_CLASSIFICATION_FORBIDDEN: &str = "RecoveryClassificationForbidden";
+    /// RestoreJob: cleanup on deletion failed.
+    pub const CLEANUP_FAILED: &str = "CleanupFailed";
+    /// RestoreJob (Velero): preparation steps.
+    pub const PREPARE_FOR_RESTORE: &str = "PrepareForRestore";
+    /// RestoreJob (Velero): HelmRelease renamed after a copy restore.
+    pub const POST_RESTORE_RENAME: &str = "PostRestoreRename";
+    /// RestoreJob (Velero): a Velero Restore was created.
+    pub const VELERO_RESTORE_CREATED: &str = "VeleroRestoreCreated";
+    /// RestoreJob (Velero): creating the Velero Restore failed.
+    pub const VELERO_RESTORE_CREATION_FAILED: &str = "VeleroRestoreCreationFailed";
+}
+
+/// Strategy kinds, in the order upstream's `supportedBackupStrategyKinds()` returns them (the order
+/// matters for the "supported: …" message).
+pub const SUPPORTED_STRATEGY_KINDS: [&str; 8] = [
+    "Job",
+    "Velero",
+    "CNPG",
+    "Altinity",
+    "MariaDB",
+    "MongoDB",
+    "FoundationDB",
+    "Etcd",
+];
+
+/// Metric names that upstream defines and we must keep.
+pub mod metrics {
+    /// Counter `{namespace}`.
+    pub const PROJECTION_SUCCESSES: &str =
+        "cozystack_backup_credentials_projection_successes_total";
+    /// Counter `{namespace, reason}`.
+    pub const PROJECTION_FAILURES: &str = "cozystack_backup_credentials_projection_failures_total";
+    /// Gauge `{backupclass}`.
+    pub const DEFAULT_OBJECTS_MISSING: &str = "cozystack_backup_default_objects_missing";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_phases() {
+        assert!(phases::is_terminal(Some("Succeeded")));
+        assert!(phases::is_terminal(Some("Failed")));
+        assert!(!phases::is_terminal(Some("Running")));
+        assert!(!phases::is_terminal(Some("")));
+        assert!(!phases::is_terminal(None));
+    }
+
+    #[test]
+    fn condition_reasons_match_the_api_server_pattern() {
+        // The metav1.Condition reason pattern: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
+        let ok = |r: &str| {
+            let b = r.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphabetic()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b"_,:".contains(c))
+                && (b[b.len() - 1].is_ascii_alphanumeric() || b[b.len() - 1] == b'_')
+        };
+        for r in [
+            reasons::CRON_SPEC_INVALID,
+            reasons::CRON_SPEC_VALID,
+            reasons::CREDENTIALS_PROJECTION_PENDING,
+            reasons::RECOVERY_TARGET_UNREACHABLE,
+            reasons::PROJECTED,
+            reasons::API_ERROR,
+        ] {
+            assert!(ok(r), "{r} violates the condition reason pattern");
+        }
+        assert!(
+            !ok("Failed to parse cron spec"),
+            "upstream's reason is invalid by design"
+        );
+    }
+}
