@@ -1,0 +1,212 @@
+//! The emulator-only admin API under `/emulator/v1` (S16): a JSONL request audit log, fault injection
+//! (forced error codes on chosen verbs/resources at a rate, added latency, dropping every watch), the
+//! `pods/log` text hook and snapshots.
+//!
+//! | method | path | body / effect |
+//! |---|---|---|
+//! | GET, DELETE | `/emulator/v1/audit` | JSONL of every API request / clear it |
+//! | GET, POST, DELETE | `/emulator/v1/faults` | list / add `{"verb","resource","code","rate","count"}` / clear |
+//! | PUT | `/emulator/v1/latency` | `{"millis": N}` added before every API request |
+//! | POST | `/emulator/v1/watches/drop` | ends every open watch stream |
+//! | PUT | `/emulator/v1/namespaces/{ns}/pods/{name}/log?container=c&append=true` | text/plain log text |
+//! | GET | `/emulator/v1/snapshot` | every stored object as JSON |
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{Method, header};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::server::{Inner, Target, error_response};
+
+/// One fault-injection rule.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fault {
+    /// Verb to match (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, …); None = any.
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Resource (plural) to match; None = any.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// HTTP code to answer: 409, 410, 429, 500, 503 or 504.
+    pub code: u16,
+    /// Probability in 0..=1 that a matching request fails.
+    #[serde(default = "one")]
+    pub rate: f64,
+    /// Stop after this many injected failures; None = forever.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Audit log, fault rules and latency.
+#[derive(Default)]
+pub(crate) struct Admin {
+    audit: Vec<Value>,
+    audit_file: Option<std::fs::File>,
+    faults: Vec<Fault>,
+    /// Added before each API request.
+    pub(crate) latency: Duration,
+}
+
+impl Admin {
+    /// With an optional JSONL file that mirrors the in-memory audit log.
+    pub(crate) fn new(audit_file: Option<std::fs::File>) -> Self {
+        Admin {
+            audit_file,
+            ..Default::default()
+        }
+    }
+
+    /// Appends one audit entry.
+    pub(crate) fn record(&mut self, entry: Value) {
+        if let Some(f) = &mut self.audit_file {
+            let _ = writeln!(f, "{entry}");
+        }
+        self.audit.push(entry);
+        if self.audit.len() > 100_000 {
+            self.audit.drain(..50_000);
+        }
+    }
+
+    /// The audit log as JSONL.
+    pub(crate) fn audit_jsonl(&self) -> String {
+        self.audit.iter().map(|e| format!("{e}\n")).collect()
+    }
+
+    /// Clears the audit log.
+    pub(crate) fn clear_audit(&mut self) {
+        self.audit.clear();
+    }
+
+    /// Adds a fault rule.
+    pub(crate) fn add_fault(&mut self, f: Fault) {
+        self.faults.push(f);
+    }
+
+    /// Removes every fault rule.
+    pub(crate) fn clear_faults(&mut self) {
+        self.faults.clear();
+    }
+
+    /// Decides whether this request fails, and with which code.
+    pub(crate) fn pick_fault(&mut self, verb: &str, resource: &str) -> Option<u16> {
+        for f in self.faults.iter_mut() {
+            if f.verb.as_deref().is_some_and(|v| v != verb)
+                || f.resource.as_deref().is_some_and(|r| r != resource)
+                || f.count == Some(0)
+            {
+                continue;
+            }
+            if rand::random::<f64>() < f.rate {
+                if let Some(c) = f.count.as_mut() {
+                    *c -= 1;
+                }
+                return Some(f.code);
+            }
+        }
+        None
+    }
+}
+
+/// The Status a forced fault answers with.
+pub(crate) fn fault_error(code: u16, t: &Target) -> ApiError {
+    let name = t.name.clone().unwrap_or_default();
+    match code {
+        409 => ApiError::conflict(&t.kind, &name),
+        410 => ApiError::new(410, "Expired", "too old resource version: forced by fault injection"),
+        429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later (injected)")
+            .with_details(json!({"retryAfterSeconds": 1})),
+        503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request (injected)"),
+        504 => ApiError::new(504, "Timeout", "the server was unable to return a response in the time allotted (injected)"),
+        _ => ApiError::new(code, "InternalError", "Internal error occurred: injected by the kube-emulator fault API"),
+    }
+}
+
+fn text(code: u16, body: String) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(body))
+        .expect("response")
+}
+
+fn ok_json(v: Value) -> Response {
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(v.to_string()))
+        .expect("response")
+}
+
+/// Serves one admin request.
+pub(crate) fn handle(
+    inner: &Inner,
+    method: &Method,
+    path: &str,
+    q: &HashMap<String, String>,
+    body: &Bytes,
+) -> Response {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let mut admin = inner.admin.lock().unwrap_or_else(|e| e.into_inner());
+    match (method.as_str(), &segs[..]) {
+        ("GET", ["emulator", "v1", "audit"]) => text(200, admin.audit_jsonl()),
+        ("DELETE", ["emulator", "v1", "audit"]) => {
+            admin.clear_audit();
+            ok_json(json!({}))
+        }
+        ("GET", ["emulator", "v1", "faults"]) => ok_json(json!(admin.faults)),
+        ("POST", ["emulator", "v1", "faults"]) => match serde_json::from_slice::<Fault>(body) {
+            Ok(f) => {
+                admin.add_fault(f.clone());
+                ok_json(json!(f))
+            }
+            Err(e) => error_response(&ApiError::bad_request(format!("invalid fault: {e}"))),
+        },
+        ("DELETE", ["emulator", "v1", "faults"]) => {
+            admin.clear_faults();
+            ok_json(json!({}))
+        }
+        ("PUT", ["emulator", "v1", "latency"]) => {
+            let v: Value = serde_json::from_slice(body).unwrap_or_default();
+            admin.latency = Duration::from_millis(v["millis"].as_u64().unwrap_or(0));
+            ok_json(json!({"millis": admin.latency.as_millis() as u64}))
+        }
+        ("POST", ["emulator", "v1", "watches", "drop"]) => {
+            inner.drop_watches.send_modify(|n| *n += 1);
+            ok_json(json!({}))
+        }
+        ("PUT", ["emulator", "v1", "namespaces", ns, "pods", pod, "log"]) => {
+            drop(admin);
+            let text = String::from_utf8_lossy(body).to_string();
+            let append = q.get("append").is_some_and(|a| a == "true");
+            match inner.st().set_pod_log(
+                ns,
+                pod,
+                q.get("container").map(String::as_str),
+                &text,
+                append,
+            ) {
+                Ok(()) => {
+                    inner.changed.notify_one();
+                    ok_json(json!({}))
+                }
+                Err(e) => error_response(&e),
+            }
+        }
+        ("GET", ["emulator", "v1", "snapshot"]) => {
+            drop(admin);
+            ok_json(inner.st().snapshot())
+        }
+        _ => error_response(&ApiError::no_route()),
+    }
+}

@@ -1,0 +1,437 @@
+//! Starting, using and stopping an emulator instance: [`Config`] → [`Emulator::start`] → [`Running`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+
+use crate::admin::{Admin, Fault};
+use crate::server::{Inner, handle};
+use crate::store::{State, WriteOpts};
+
+/// Errors starting or driving the emulator.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Binding or serving failed.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest could not be parsed.
+    #[error("{path}: {message}")]
+    Manifest {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        message: String,
+    },
+    /// Building the kube client failed.
+    #[error("building a kube client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// How to run an emulator.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address (default 127.0.0.1).
+    pub host: String,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Where to write the kubeconfig; a temporary directory when None.
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Context namespace in the kubeconfig.
+    pub namespace: String,
+    /// Directories (or files) of YAML/JSON manifests loaded at start, CRDs first.
+    pub crd_dirs: Vec<PathBuf>,
+    /// Watch history size in events; older resourceVersions get an in-stream 410.
+    pub history_size: usize,
+    /// Interval of BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+    /// Load this snapshot at start (if it exists) and write it on shutdown.
+    pub snapshot: Option<PathBuf>,
+    /// Mirror the audit log to this JSONL file.
+    pub audit_log: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: "127.0.0.1".into(),
+            port: 0,
+            kubeconfig_out: None,
+            namespace: "default".into(),
+            crd_dirs: Vec::new(),
+            history_size: 10_000,
+            bookmark_interval: Duration::from_secs(60),
+            snapshot: None,
+            audit_log: None,
+        }
+    }
+}
+
+impl Config {
+    /// Adds a directory of manifests to preload.
+    pub fn with_crds(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.crd_dirs.push(dir.into());
+        self
+    }
+
+    /// Sets the watch history size.
+    pub fn with_history_size(mut self, n: usize) -> Self {
+        self.history_size = n;
+        self
+    }
+
+    /// Sets the bookmark interval.
+    pub fn with_bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+}
+
+/// Entry point.
+pub struct Emulator;
+
+/// A running emulator; shuts down when dropped.
+pub struct Running {
+    inner: Arc<Inner>,
+    addr: SocketAddr,
+    kubeconfig: PathBuf,
+    temp_dir: Option<PathBuf>,
+    snapshot: Option<PathBuf>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Emulator {
+    /// Binds, loads manifests and serves in the background of the current tokio runtime.
+    pub async fn start(config: Config) -> Result<Running, Error> {
+        let bind = format!("{}:{}", config.host, config.port);
+        let listener = tokio::net::TcpListener::bind(&bind)
+            .await
+            .map_err(|source| Error::Listen {
+                addr: bind.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Listen {
+            addr: bind.clone(),
+            source,
+        })?;
+        let audit_file = match &config.audit_log {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|source| Error::Io {
+                        path: p.clone(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let mut state = State::new(config.history_size);
+        if let Some(snap) = config.snapshot.as_ref().filter(|p| p.exists()) {
+            let data = std::fs::read(snap).map_err(|source| Error::Io {
+                path: snap.clone(),
+                source,
+            })?;
+            let v: Value = serde_json::from_slice(&data).map_err(|e| Error::Manifest {
+                path: snap.clone(),
+                message: e.to_string(),
+            })?;
+            state.restore(&v);
+        }
+        let (drop_watches, _) = watch::channel(0u64);
+        let (shutdown, _) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            admin: Mutex::new(Admin::new(audit_file)),
+            changed: Notify::new(),
+            drop_watches,
+            shutdown,
+            bookmark_interval: config.bookmark_interval,
+            addr: addr.to_string(),
+        });
+        for dir in &config.crd_dirs {
+            load_manifests(&inner, dir)?;
+        }
+        let (kubeconfig, temp_dir) = match &config.kubeconfig_out {
+            Some(p) => (p.clone(), None),
+            None => {
+                let dir = std::env::temp_dir().join(format!(
+                    "kube-emulator-{}-{}",
+                    std::process::id(),
+                    crate::store::uuid()
+                ));
+                (dir.join("kubeconfig"), Some(dir))
+            }
+        };
+        write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(inner.clone());
+        let mut shutdown_rx = inner.shutdown.subscribe();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = shutdown_rx.changed().await;
+                })
+                .await;
+        });
+        tokio::spawn(crate::controllers::run(inner.clone()));
+        tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "kube-emulator listening");
+        Ok(Running {
+            inner,
+            addr,
+            kubeconfig,
+            temp_dir,
+            snapshot: config.snapshot.clone(),
+            server: Some(server),
+        })
+    }
+}
+
+/// Writes a kubeconfig pointing at `server` with a context namespace.
+pub fn write_kubeconfig(path: &Path, server: &str, namespace: &str) -> Result<(), Error> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| Error::Io {
+            path: parent.into(),
+            source,
+        })?;
+    }
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n  cluster:\n    server: {server}\ncontexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n    user: kube-emulator\n    namespace: {namespace}\ncurrent-context: kube-emulator\nusers:\n- name: kube-emulator\n  user:\n    token: kube-emulator\n"
+    );
+    std::fs::write(path, text).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })
+}
+
+fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    if dir.is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| Error::Io {
+            path: dir.into(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Parses every document of every manifest file under `dir`.
+pub fn read_manifests(dir: &Path) -> Result<Vec<Value>, Error> {
+    let mut docs = Vec::new();
+    for f in manifest_files(dir)? {
+        let data = std::fs::read(&f).map_err(|source| Error::Io {
+            path: f.clone(),
+            source,
+        })?;
+        for d in serde_yaml::Deserializer::from_slice(&data) {
+            let v: Value = serde::Deserialize::deserialize(d).map_err(|e| Error::Manifest {
+                path: f.clone(),
+                message: e.to_string(),
+            })?;
+            if v.is_object() {
+                docs.push(v);
+            }
+        }
+    }
+    Ok(docs)
+}
+
+fn load_manifests(inner: &Inner, dir: &Path) -> Result<usize, Error> {
+    let mut docs = read_manifests(dir)?;
+    docs.sort_by_key(|d| d["kind"] != "CustomResourceDefinition");
+    let mut st = inner.st();
+    let mut n = 0;
+    for d in docs {
+        let api_version = d["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let Some(kind) = st
+            .kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.kind == d["kind"])
+            .cloned()
+        else {
+            return Err(Error::Manifest {
+                path: dir.into(),
+                message: format!("no served kind for {api_version} {}", d["kind"]),
+            });
+        };
+        let ns = kind.namespaced.then(|| {
+            d["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string()
+        });
+        let opts = WriteOpts {
+            dry_run: false,
+            manager: "kube-emulator".into(),
+        };
+        match st.create(&kind, ns.as_deref(), d, &opts) {
+            Ok(_) => n += 1,
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                return Err(Error::Manifest {
+                    path: dir.into(),
+                    message: e.message,
+                });
+            }
+        }
+    }
+    Ok(n)
+}
+
+impl Running {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Path of the kubeconfig written at start.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A kube-rs client for this emulator (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        let mut cfg = kube::Config::new(self.url().parse().expect("emulator url"));
+        cfg.default_namespace = "default".into();
+        kube::Client::try_from(cfg).expect("kube client for the emulator")
+    }
+
+    /// Loads every manifest under `dir` (CRDs first); returns how many objects were created.
+    pub fn load_crds(&self, dir: impl AsRef<Path>) -> Result<usize, Error> {
+        let n = load_manifests(&self.inner, dir.as_ref())?;
+        self.inner.changed.notify_one();
+        Ok(n)
+    }
+
+    /// Sets (or with `append`, extends) the log text of a pod container; marks the pod Running.
+    pub fn set_pod_log(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: Option<&str>,
+        text: &str,
+        append: bool,
+    ) -> Result<(), crate::ApiError> {
+        self.inner
+            .st()
+            .set_pod_log(ns, pod, container, text, append)
+    }
+
+    /// The request audit log as JSONL.
+    pub fn audit_log(&self) -> String {
+        self.inner
+            .admin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .audit_jsonl()
+    }
+
+    /// Adds a fault-injection rule.
+    pub fn inject_fault(&self, fault: Fault) {
+        self.inner
+            .admin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add_fault(fault);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.inner
+            .admin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear_faults();
+    }
+
+    /// Adds latency before every API request.
+    pub fn set_latency(&self, d: Duration) {
+        self.inner
+            .admin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .latency = d;
+    }
+
+    /// Ends every open watch stream.
+    pub fn drop_watches(&self) {
+        self.inner.drop_watches.send_modify(|n| *n += 1);
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.st().rv
+    }
+
+    /// Every stored object (storage form) plus the counter.
+    pub fn snapshot(&self) -> Value {
+        self.inner.st().snapshot()
+    }
+
+    /// Stops serving, ends every stream, and writes the snapshot if configured.
+    pub async fn shutdown(mut self) {
+        self.stop();
+        if let Some(s) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.inner.shutdown.send(true);
+        if let Some(p) = self.snapshot.take() {
+            let snap = self.inner.st().snapshot();
+            let _ = std::fs::write(&p, serde_json::to_vec(&snap).unwrap_or_default());
+        }
+    }
+
+    /// A JSON summary for printing.
+    pub fn describe(&self) -> Value {
+        json!({"url": self.url(), "kubeconfig": self.kubeconfig.display().to_string()})
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(d) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! A Kubernetes API server emulator on loopback HTTP, faithful enough that kube-rs 5 clients,
+//! kube-runtime watchers/controllers/finalizers and the installed `kubectl` work against it unmodified.
+//! Requirements: `shared/spec/kube-emulator.md`; what is *not* emulated: `docs/kube-emulator.md`.
+//!
+//! ```text
+//!  kube::Client / kubectl ──HTTP/1.1──► server (routing, negotiation, audit, faults)
+//!                                          │
+//!                                          ▼
+//!            store::State (one mutex): kinds table ◄─ CRDs, objects, rv counter, watch history
+//!                │ write pipeline (patch engines, SSA, defaults, no-op detection)
+//!                ├──► broadcast ──► watch streams (one JSON line per event, bookmarks, 410 in-stream)
+//!                └──► controllers (GC, namespace termination, CRD cleanup), asynchronously
+//! ```
+//! Invariants: one global, strictly increasing resourceVersion; exactly one watch event per persisted
+//! change and none for no-op writes; discovery and OpenAPI are derived from the current kinds table so they
+//! never list a group-version that cannot be served.
+//!
+//! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
+
+mod admin;
+pub mod cli;
+mod controllers;
+mod discovery;
+mod emulator;
+mod error;
+mod kinds;
+mod patch;
+mod selector;
+mod server;
+mod ssa;
+mod store;
+mod table;
+
+pub use admin::Fault;
+pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};
+pub use error::ApiError;
