@@ -1,0 +1,88 @@
+//! Command-line arguments of `restore-volume` (every flag also reads an environment variable).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Restore a verified TAKBAK1 archive into a new, empty, mounted directory.
+///
+/// Keep all target application clients stopped. Prints exactly one JSON result object on stdout;
+/// exit codes are listed in docs/takbak1.md.
+#[derive(Debug, Parser)]
+#[command(name = "restore-volume", version)]
+pub(crate) struct Args {
+    /// Destination directory: the new, empty volume mount. Required for a restore.
+    #[arg(long, env = "TAKBAK_ROOT", required_unless_present = "list")]
+    pub(crate) root: Option<PathBuf>,
+    /// Archive file to restore.
+    #[arg(long, env = "TAKBAK_ARCHIVE")]
+    pub(crate) archive: PathBuf,
+    /// Identity JSON (volume, generation, claimUID) of the NEW destination; all three must differ from the source.
+    #[arg(long, env = "TAKBAK_IDENTITY", required_unless_present = "list")]
+    pub(crate) identity: Option<PathBuf>,
+    /// Operator record JSON with purpose restore-isolated naming the archive's source.
+    #[arg(long, env = "TAKBAK_RECORD", required_unless_present = "list")]
+    pub(crate) record: Option<PathBuf>,
+    /// Print the manifest's entries (one JSON line each) without reading payload.
+    #[arg(long, env = "TAKBAK_LIST", conflicts_with_all = ["root", "identity", "record"])]
+    pub(crate) list: bool,
+    /// Lower the entry limit (default and maximum 100000).
+    #[arg(long, env = "TAKBAK_MAX_ENTRIES")]
+    pub(crate) max_entries: Option<u64>,
+    /// Lower the stored payload limit in bytes (default and maximum 8 GiB).
+    #[arg(long, env = "TAKBAK_MAX_PAYLOAD_BYTES")]
+    pub(crate) max_payload_bytes: Option<u64>,
+    /// Operation deadline in seconds, 1 to 3600 (default 600).
+    #[arg(long, env = "TAKBAK_DEADLINE_SECONDS")]
+    pub(crate) deadline_seconds: Option<u64>,
+    /// Also write the result as a new Prometheus textfile (created exclusively, never replaced).
+    #[arg(long, env = "TAKBAK_METRICS_TEXTFILE")]
+    pub(crate) metrics_textfile: Option<PathBuf>,
+    /// Never show the progress display (it is shown only when stderr is a terminal).
+    #[arg(long, env = "TAKBAK_NO_PROGRESS")]
+    pub(crate) no_progress: bool,
+}
+
+impl Args {
+    /// Converts the flags into the library's mode and common options.
+    pub(crate) fn into_parts(self) -> (takbak::tool::RestoreMode, takbak::tool::Common) {
+        use takbak::tool::{RestoreMode, TreeArgs};
+        let mode = if self.list {
+            RestoreMode::List
+        } else {
+            RestoreMode::Restore(TreeArgs {
+                root: self.root.unwrap_or_default(),
+                identity: self.identity.unwrap_or_default(),
+                record: self.record.unwrap_or_default(),
+            })
+        };
+        let common = takbak::tool::Common {
+            archive: self.archive,
+            max_entries: self.max_entries,
+            max_payload_bytes: self.max_payload_bytes,
+            deadline_seconds: self.deadline_seconds,
+            metrics_textfile: self.metrics_textfile,
+            no_progress: self.no_progress,
+        };
+        (mode, common)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn args_are_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn restore_needs_root_identity_and_record() {
+        assert!(Args::try_parse_from(["restore-volume", "--archive", "/b/x.takbak"]).is_err());
+        let a =
+            Args::try_parse_from(["restore-volume", "--list", "--archive", "/b/x.takbak"]).unwrap();
+        assert!(matches!(a.into_parts().0, takbak::tool::RestoreMode::List));
+    }
+}

@@ -1,0 +1,585 @@
+//! Backup: scan a quiesced tree, stream its data into a temporary archive, publish it exclusively.
+//!
+//! ```text
+//!  scan (metadata only, refusals, limits)        inventory: Vec<Entry> + file jobs
+//!        │
+//!  reader thread: open file → SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent
+//!        │  bounded channel (8 × ≤1 MiB buffers; buffers are recycled)
+//!  writer thread: BufWriter → temp file ".NAME.PID.NANOS.takbak.tmp" (O_EXCL, 0600); whole-archive SHA-256
+//!        │
+//!  manifest JSON + trailer → fsync file → renameat2(NOREPLACE) → fsync directory
+//! ```
+//!
+//! Invariants: the final archive name only ever appears complete and synced (a killed backup leaves
+//! at most a `*.takbak.tmp`); an existing file is never replaced; nothing refused is silently skipped;
+//! memory is the inventory plus a bounded number of 1 MiB buffers.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use rustix::fs::{AtFlags, OFlags, SeekFrom};
+use rustix::io::Errno;
+use sha2::{Digest, Sha256};
+
+use crate::ctx::{Ctx, Phase};
+use crate::error::{Error, FailureSource as Src, Result, errno_err, io_err};
+use crate::format::{self, CHUNK_SIZE, Entry, Extent, Kind, Manifest, Trailer};
+use crate::fsutil::{self, Xattrs};
+use crate::limits::Limits;
+use crate::records::{Identity, Record};
+use crate::result::Report;
+
+/// What to back up and where.
+#[derive(Debug, Clone)]
+pub struct BackupOptions {
+    /// The quiesced source tree.
+    pub root: PathBuf,
+    /// The archive path to create (must not exist, must be outside `root`).
+    pub archive: PathBuf,
+    /// The source identity.
+    pub identity: Identity,
+    /// The operator's `backup-quiesced` record.
+    pub record: Record,
+    /// Limits in force.
+    pub limits: Limits,
+}
+
+/// A regular file whose data must be read.
+#[derive(Debug)]
+struct FileJob {
+    entry: usize,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    sparse: bool,
+}
+
+/// The metadata inventory produced by the scan.
+#[derive(Debug, Default)]
+struct Inventory {
+    entries: Vec<Entry>,
+    jobs: Vec<FileJob>,
+    logical_bytes: u64,
+}
+
+/// Runs a backup and returns its report; the archive exists under its final name only on success.
+pub fn backup(opts: &BackupOptions, ctx: &Ctx) -> Result<Report> {
+    crate::records::check_backup(&opts.identity, &opts.record)?;
+    let root_abs =
+        std::fs::canonicalize(&opts.root).map_err(io_err("resolve_root", Src::SourceTree))?;
+    let root = rustix::fs::open(
+        &root_abs,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(errno_err("open_root", Src::SourceTree))?;
+    let (dir_fd, name) = archive_location(&opts.archive, &root_abs)?;
+    match rustix::fs::statat(&dir_fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => return Err(Error::Refused("archive_already_exists")),
+        Err(Errno::NOENT) => {}
+        Err(e) => return Err(errno_err("stat_archive", Src::Archive)(e)),
+    }
+
+    ctx.set_phase(Phase::ScanSource);
+    let inv = scan(&root, &root_abs, &opts.limits, ctx)?;
+    ctx.files_total
+        .store(inv.jobs.len() as u64, Ordering::Relaxed);
+    ctx.bytes_total.store(inv.logical_bytes, Ordering::Relaxed);
+
+    ctx.set_phase(Phase::WriteArchive);
+    let tmp = tmp_name(&name);
+    let fd = fsutil::create_exclusive(&dir_fd, &tmp)
+        .map_err(errno_err("create_temp_archive", Src::Archive))?;
+    ctx.step();
+    let result = write_archive(fd, &root, inv, opts, ctx).and_then(|w| {
+        ctx.set_phase(Phase::PublishArchive);
+        ctx.step();
+        fsutil::publish_noreplace(&dir_fd, &tmp, &name).map_err(|e| match e {
+            Errno::EXIST => Error::Refused("archive_already_exists"),
+            e => errno_err("publish_archive", Src::Archive)(e),
+        })?;
+        ctx.step();
+        rustix::fs::fsync(&dir_fd).map_err(errno_err("fsync_archive_dir", Src::Archive))?;
+        ctx.step();
+        Ok(w)
+    });
+    if result.is_err() {
+        // Best effort: the temp name never becomes the archive, so leaving it would only waste space.
+        let _ = rustix::fs::unlinkat(&dir_fd, &tmp, AtFlags::empty());
+    }
+    result
+}
+
+/// Opens the archive's directory and returns it with the final name; refuses a location inside the
+/// source tree (also through symlinks, because both sides are canonicalised).
+fn archive_location(archive: &Path, root_abs: &Path) -> Result<(OwnedFd, CString)> {
+    let name = archive
+        .file_name()
+        .ok_or(Error::Usage("archive_path_has_no_file_name"))?;
+    let parent = match archive.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let parent_abs =
+        std::fs::canonicalize(&parent).map_err(io_err("resolve_archive_dir", Src::Archive))?;
+    if parent_abs.starts_with(root_abs) {
+        return Err(Error::Refused("archive_inside_source"));
+    }
+    let dir = rustix::fs::open(
+        &parent_abs,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(errno_err("open_archive_dir", Src::Archive))?;
+    // A bind mount of the source elsewhere is caught by comparing the directory identities upwards.
+    let root_st = rustix::fs::stat(root_abs).map_err(errno_err("stat_root", Src::SourceTree))?;
+    let mut cur = Some(parent_abs.as_path());
+    while let Some(p) = cur {
+        let st = rustix::fs::stat(p).map_err(errno_err("stat_archive_dir", Src::Archive))?;
+        if st.st_dev == root_st.st_dev && st.st_ino == root_st.st_ino {
+            return Err(Error::Refused("archive_inside_source"));
+        }
+        cur = p.parent();
+    }
+    let name = CString::new(name.as_bytes()).map_err(|_| Error::Usage("archive_name_invalid"))?;
+    Ok((dir, name))
+}
+
+fn tmp_name(name: &CStr) -> CString {
+    let mut base = String::from_utf8_lossy(name.to_bytes()).into_owned();
+    while base.len() > 180 {
+        base.pop();
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let s = format!(".{base}.{}.{nanos}.takbak.tmp", std::process::id());
+    CString::new(s.replace('\0', "_")).unwrap_or_else(|_| c".takbak.tmp".to_owned())
+}
+
+fn special_bits_reason(mode: u32) -> Option<&'static str> {
+    if mode & 0o4000 != 0 {
+        Some("setuid_bit")
+    } else if mode & 0o2000 != 0 {
+        Some("setgid_bit")
+    } else if mode & 0o1000 != 0 {
+        Some("sticky_bit")
+    } else {
+        None
+    }
+}
+
+fn check_xattrs(abs: &Path) -> Result<()> {
+    let c =
+        CString::new(abs.as_os_str().as_bytes()).map_err(|_| Error::Refused("non_utf8_name"))?;
+    match fsutil::xattrs(&c).map_err(errno_err("listxattr", Src::SourceTree))? {
+        Xattrs::None => Ok(()),
+        Xattrs::Acl => Err(Error::Refused("acl")),
+        Xattrs::Other => Err(Error::Refused("xattr")),
+    }
+}
+
+/// Walks the source tree (pre-order, byte-sorted names) collecting metadata and refusing anything
+/// TAKBAK1 cannot represent faithfully.
+fn scan(root: &OwnedFd, root_abs: &Path, limits: &Limits, ctx: &Ctx) -> Result<Inventory> {
+    let st = rustix::fs::fstat(root).map_err(errno_err("stat_root", Src::SourceTree))?;
+    if let Some(r) = special_bits_reason(st.st_mode) {
+        return Err(Error::Refused(r));
+    }
+    check_xattrs(root_abs)?;
+    let (atime, mtime) = fsutil::stat_times(&st);
+    let mut inv = Inventory::default();
+    inv.entries.push(Entry {
+        path: ".".into(),
+        kind: Kind::Dir,
+        mode: Some(st.st_mode & 0o777),
+        uid: Some(st.st_uid),
+        gid: Some(st.st_gid),
+        atime_ns: Some(atime),
+        mtime_ns: Some(mtime),
+        size: None,
+        extents: None,
+        target: None,
+    });
+    let mut links: HashMap<(u64, u64), String> = HashMap::new();
+    #[allow(clippy::unnecessary_cast)]
+    let root_dev = st.st_dev as u64;
+    scan_dir(
+        root, ".", root_abs, root_dev, limits, ctx, &mut inv, &mut links,
+    )?;
+    Ok(inv)
+}
+
+#[allow(clippy::too_many_arguments, clippy::unnecessary_cast)]
+fn scan_dir(
+    dirfd: &OwnedFd,
+    rel: &str,
+    abs: &Path,
+    root_dev: u64,
+    limits: &Limits,
+    ctx: &Ctx,
+    inv: &mut Inventory,
+    links: &mut HashMap<(u64, u64), String>,
+) -> Result<()> {
+    let names = fsutil::list_dir(dirfd).map_err(errno_err("read_dir", Src::SourceTree))?;
+    for raw in names {
+        ctx.check()?;
+        let name = String::from_utf8(raw).map_err(|_| Error::Refused("non_utf8_name"))?;
+        if rel == "." && name == format::MARKER_NAME {
+            return Err(Error::Refused("restore_incomplete_marker_present"));
+        }
+        let path = if rel == "." {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if format::check_path(&path).is_err() {
+            return Err(Error::Refused("path_unrepresentable"));
+        }
+        let cname =
+            CString::new(name.as_bytes()).map_err(|_| Error::Refused("path_unrepresentable"))?;
+        let st = rustix::fs::statat(dirfd, &cname, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(errno_err("stat", Src::SourceTree))?;
+        let child_abs = abs.join(&name);
+        if inv.entries.len() as u64 >= limits.max_entries {
+            return Err(Error::Limit("entries"));
+        }
+        let (atime, mtime) = fsutil::stat_times(&st);
+        let mut e = Entry {
+            path: path.clone(),
+            kind: Kind::Dir,
+            mode: Some(st.st_mode & 0o777),
+            uid: Some(st.st_uid),
+            gid: Some(st.st_gid),
+            atime_ns: Some(atime),
+            mtime_ns: Some(mtime),
+            size: None,
+            extents: None,
+            target: None,
+        };
+        match fsutil::file_type(&st) {
+            fsutil::S_IFDIR => {
+                if let Some(r) = special_bits_reason(st.st_mode) {
+                    return Err(Error::Refused(r));
+                }
+                check_xattrs(&child_abs)?;
+                if st.st_dev as u64 != root_dev {
+                    return Err(Error::Refused("mount_point_inside_source"));
+                }
+                inv.entries.push(e);
+                let sub = fsutil::open_dir(dirfd, &cname)
+                    .map_err(errno_err("open_dir", Src::SourceTree))?;
+                scan_dir(&sub, &path, &child_abs, root_dev, limits, ctx, inv, links)?;
+            }
+            fsutil::S_IFREG => {
+                if let Some(r) = special_bits_reason(st.st_mode) {
+                    return Err(Error::Refused(r));
+                }
+                check_xattrs(&child_abs)?;
+                let key = (st.st_dev as u64, st.st_ino as u64);
+                if st.st_nlink > 1 {
+                    if let Some(first) = links.get(&key) {
+                        inv.entries.push(Entry {
+                            path,
+                            kind: Kind::Hardlink,
+                            mode: None,
+                            uid: None,
+                            gid: None,
+                            atime_ns: None,
+                            mtime_ns: None,
+                            size: None,
+                            extents: None,
+                            target: Some(first.clone()),
+                        });
+                        continue;
+                    }
+                    links.insert(key, path.clone());
+                }
+                let size = st.st_size as u64;
+                if size > limits.max_file_size {
+                    return Err(Error::Limit("file_size"));
+                }
+                e.kind = Kind::File;
+                e.size = Some(size);
+                inv.jobs.push(FileJob {
+                    entry: inv.entries.len(),
+                    dev: key.0,
+                    ino: key.1,
+                    size,
+                    mtime_ns: mtime,
+                    ctime_ns: fsutil::stat_ctime(&st),
+                    sparse: (st.st_blocks as u64).saturating_mul(512) < size,
+                });
+                inv.logical_bytes += size;
+                inv.entries.push(e);
+            }
+            fsutil::S_IFLNK => {
+                if st.st_nlink > 1 {
+                    return Err(Error::Refused("hardlinked_symlink"));
+                }
+                check_xattrs(&child_abs)?;
+                let target = rustix::fs::readlinkat(dirfd, &cname, Vec::new())
+                    .map_err(errno_err("readlink", Src::SourceTree))?;
+                let target = String::from_utf8(target.into_bytes())
+                    .map_err(|_| Error::Refused("non_utf8_symlink_target"))?;
+                if target.len() > format::MAX_SYMLINK_TARGET_BYTES {
+                    return Err(Error::Refused("symlink_target_too_long"));
+                }
+                e.kind = Kind::Symlink;
+                e.mode = None;
+                e.target = Some(target);
+                inv.entries.push(e);
+            }
+            fsutil::S_IFCHR | fsutil::S_IFBLK => return Err(Error::Refused("device")),
+            fsutil::S_IFIFO => return Err(Error::Refused("fifo")),
+            fsutil::S_IFSOCK => return Err(Error::Refused("socket")),
+            _ => return Err(Error::Refused("unknown_file_type")),
+        }
+    }
+    Ok(())
+}
+
+/// Counts and hashes everything written so the archive digest needs no second pass.
+struct HashingWriter<W: Write> {
+    inner: W,
+    whole: Sha256,
+    section: Sha256,
+    section_len: u64,
+    total_len: u64,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.whole.update(&buf[..n]);
+        self.section.update(&buf[..n]);
+        self.section_len += n as u64;
+        self.total_len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn write_archive(
+    fd: OwnedFd,
+    root: &OwnedFd,
+    mut inv: Inventory,
+    opts: &BackupOptions,
+    ctx: &Ctx,
+) -> Result<Report> {
+    let file = File::from(fd);
+    let mut out = HashingWriter {
+        inner: BufWriter::with_capacity(CHUNK_SIZE as usize, file),
+        whole: Sha256::new(),
+        section: Sha256::new(),
+        section_len: 0,
+        total_len: 0,
+    };
+    out.write_all(&format::encode_header())
+        .map_err(io_err("write_archive", Src::Archive))?;
+
+    let (chunks_tx, chunks_rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
+    let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let jobs = std::mem::take(&mut inv.jobs);
+    let (read_result, out) = std::thread::scope(|s| {
+        let writer = s.spawn(move || -> Result<HashingWriter<BufWriter<File>>> {
+            let mut out = out;
+            for buf in chunks_rx {
+                out.write_all(&buf)
+                    .map_err(io_err("write_archive", Src::Archive))?;
+                ctx.step();
+                let _ = spare_tx.send(buf);
+            }
+            Ok(out)
+        });
+        let read_result = read_files(
+            root,
+            &inv.entries,
+            &jobs,
+            &opts.limits,
+            ctx,
+            &chunks_tx,
+            &spare_rx,
+        );
+        drop(chunks_tx);
+        let out = writer
+            .join()
+            .unwrap_or(Err(Error::Archive("writer_thread_panicked")));
+        (read_result, out)
+    });
+    // A writer failure (ENOSPC, EIO) makes the reader see a closed channel; report the cause.
+    let mut out = out?;
+    let extents = read_result?;
+    let payload_len = out.section_len - format::HEADER_LEN;
+    for (job, ext) in jobs.iter().zip(extents) {
+        inv.entries[job.entry].extents = Some(ext);
+    }
+
+    let manifest = Manifest {
+        format: "TAKBAK1".into(),
+        version: format::VERSION,
+        chunk_size: CHUNK_SIZE,
+        created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        source: opts.identity.clone(),
+        record: opts.record.clone(),
+        entries: inv.entries,
+    };
+    let totals = format::validate_manifest(&manifest, payload_len, &opts.limits)?;
+    out.section = Sha256::new();
+    out.section_len = 0;
+    serde_json::to_writer(&mut out, &manifest).map_err(|e| match e.io_error_kind() {
+        Some(_) => Error::Io {
+            op: "write_manifest",
+            source_kind: Src::Archive,
+            source: std::io::Error::from(e),
+        },
+        None => Error::Archive("manifest_serialisation"),
+    })?;
+    let manifest_len = out.section_len;
+    if manifest_len > opts.limits.max_manifest_bytes {
+        return Err(Error::Limit("manifest_bytes"));
+    }
+    let manifest_sha256: [u8; 32] = out.section.clone().finalize().into();
+    let trailer = Trailer {
+        payload_len,
+        manifest_len,
+        manifest_sha256,
+        entry_count: totals.entries,
+    };
+    out.write_all(&trailer.encode())
+        .map_err(io_err("write_archive", Src::Archive))?;
+    out.flush().map_err(io_err("write_archive", Src::Archive))?;
+    let archive_bytes = out.total_len;
+    let archive_sha256: [u8; 32] = out.whole.finalize().into();
+    let file = out
+        .inner
+        .into_inner()
+        .map_err(|e| io_err("write_archive", Src::Archive)(e.into_error()))?;
+    ctx.set_phase(Phase::PublishArchive);
+    ctx.step();
+    file.sync_all()
+        .map_err(io_err("fsync_archive", Src::Archive))?;
+    ctx.step();
+    Ok(Report {
+        totals,
+        archive_bytes: Some(archive_bytes),
+        manifest_bytes: Some(manifest_len),
+        archive_sha256: Some(hex::encode(archive_sha256)),
+        manifest_sha256: Some(hex::encode(manifest_sha256)),
+    })
+}
+
+/// Reads every file job, sending non-zero chunks to the writer; returns the extents per job.
+fn read_files(
+    root: &OwnedFd,
+    entries: &[Entry],
+    jobs: &[FileJob],
+    limits: &Limits,
+    ctx: &Ctx,
+    tx: &crossbeam_channel::Sender<Vec<u8>>,
+    spare: &crossbeam_channel::Receiver<Vec<u8>>,
+) -> Result<Vec<Vec<Extent>>> {
+    let mut all = Vec::with_capacity(jobs.len());
+    let mut payload = 0u64;
+    for job in jobs {
+        ctx.check()?;
+        let rel = entries[job.entry].path.as_str();
+        all.push(read_one(
+            root,
+            rel,
+            job,
+            limits,
+            ctx,
+            tx,
+            spare,
+            &mut payload,
+        )?);
+        ctx.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(all)
+}
+
+#[allow(clippy::unnecessary_cast, clippy::too_many_arguments)]
+fn read_one(
+    root: &OwnedFd,
+    rel: &str,
+    job: &FileJob,
+    limits: &Limits,
+    ctx: &Ctx,
+    tx: &crossbeam_channel::Sender<Vec<u8>>,
+    spare: &crossbeam_channel::Receiver<Vec<u8>>,
+    payload: &mut u64,
+) -> Result<Vec<Extent>> {
+    let mut extents = Vec::new();
+    if job.size == 0 {
+        return Ok(extents);
+    }
+    let fd = fsutil::open_beneath(root, rel, OFlags::RDONLY)
+        .map_err(errno_err("open_file", Src::SourceTree))?;
+    let st = rustix::fs::fstat(&fd).map_err(errno_err("stat_file", Src::SourceTree))?;
+    if st.st_dev as u64 != job.dev || st.st_ino as u64 != job.ino {
+        return Err(Error::SourceChanged("file_replaced"));
+    }
+    let file = File::from(fd);
+    let mut pos = 0u64;
+    while pos < job.size {
+        ctx.check()?;
+        let start = if job.sparse {
+            match rustix::fs::seek(file.as_fd(), SeekFrom::Data(pos)) {
+                Ok(d) if d < job.size => d / CHUNK_SIZE * CHUNK_SIZE,
+                Ok(_) | Err(Errno::NXIO) => break,
+                Err(e) => return Err(errno_err("seek_data", Src::SourceTree)(e)),
+            }
+        } else {
+            pos
+        };
+        let len = CHUNK_SIZE.min(job.size - start);
+        let mut buf = spare.try_recv().unwrap_or_default();
+        buf.resize(len as usize, 0);
+        file.read_exact_at(&mut buf, start)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => Error::SourceChanged("file_shrank"),
+                _ => Error::Io {
+                    op: "read_file",
+                    source_kind: Src::SourceTree,
+                    source: e,
+                },
+            })?;
+        if !fsutil::is_zero(&buf) {
+            *payload += len;
+            if *payload > limits.max_payload_bytes {
+                return Err(Error::Limit("payload_bytes"));
+            }
+            if extents.len() as u64 >= limits.max_extents_per_file {
+                return Err(Error::Limit("extents_per_file"));
+            }
+            extents.push(Extent(start, len, hex::encode(Sha256::digest(&buf))));
+            // A closed channel means the writer failed; its error is reported by the caller.
+            tx.send(buf).map_err(|_| Error::Archive("writer_stopped"))?;
+        }
+        ctx.bytes_done
+            .fetch_add(start + len - pos, Ordering::Relaxed);
+        pos = start + len;
+    }
+    ctx.bytes_done.fetch_add(job.size - pos, Ordering::Relaxed);
+    let after = rustix::fs::fstat(&file).map_err(errno_err("stat_file", Src::SourceTree))?;
+    if after.st_size as u64 != job.size
+        || fsutil::stat_times(&after).1 != job.mtime_ns
+        || fsutil::stat_ctime(&after) != job.ctime_ns
+    {
+        return Err(Error::SourceChanged("file_modified"));
+    }
+    Ok(extents)
+}

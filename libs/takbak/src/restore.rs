@@ -1,0 +1,555 @@
+//! Restore: validate the whole archive, then rebuild the tree in an empty destination under the
+//! incomplete-marker protocol, re-verify it, and only then publish.
+//!
+//! ```text
+//!  destination empty? → open + verify whole archive (no destination write yet) → still empty?
+//!  → create MARKER (O_EXCL) + fsync marker + fsync root                     [phase create_marker]
+//!  → reader thread: archive payload in manifest order ──bounded channel──▶ this thread:
+//!      mkdirat / openat(O_EXCL|O_NOFOLLOW) + ftruncate + pwrite extents / symlinkat / linkat,
+//!      ownership, mode, times; directory metadata last                       [phase write_tree]
+//!  → syncfs(root)                                                             [phase sync_tree]
+//!  → re-read every entry against the manifest (type, mode, owner, ns times, size, extent hashes,
+//!    zero ranges, link identity and counts, symlink targets, no extra names), fsync each file,
+//!    fsync each directory children-first, fsync root                          [phase verify_tree]
+//!  → unlink MARKER → root times → fsync root → marker absent?                [phase publish_restore]
+//! ```
+//!
+//! Invariants: nothing is written before the archive verified; every create is relative to a
+//! directory descriptor we created, with `O_NOFOLLOW`/`O_EXCL`, so symlinks are never traversed and
+//! nothing pre-existing is overwritten; the marker exists on disk whenever the tree is incomplete or
+//! unverified; any failure after the marker's unlink is reported as
+//! `restore_publication_uncertain_keep_clients_stopped` (and the marker is recreated if possible).
+//! A partial tree is never resumed: the destination must be empty.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use rustix::fs::{AtFlags, Gid, Mode, OFlags, SeekFrom as RSeek, Uid};
+use rustix::io::Errno;
+use sha2::{Digest, Sha256};
+
+use crate::ctx::{Ctx, Phase};
+use crate::error::{Error, FailureSource as Src, Result, errno_err, io_err};
+use crate::format::{self, CHUNK_SIZE, Entry, HEADER_LEN, Kind, MARKER_NAME};
+use crate::fsutil;
+use crate::limits::Limits;
+use crate::reader::{self, Opened};
+use crate::records::{Identity, Record};
+use crate::result::Report;
+
+/// Text of the incomplete marker (no paths, no record contents).
+pub const MARKER_TEXT: &[u8] =
+    b"TAKBAK1 restore incomplete or unverified: do not use this volume; delete it and restore into a fresh one.\n";
+
+/// What to restore and where.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    /// The new, empty, mounted destination root.
+    pub root: PathBuf,
+    /// The archive to restore.
+    pub archive: PathBuf,
+    /// The destination identity (must differ in all fields from the archive's source).
+    pub identity: Identity,
+    /// The operator's `restore-isolated` record.
+    pub record: Record,
+    /// Limits in force.
+    pub limits: Limits,
+}
+
+fn cname(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::Archive("path_component_invalid"))
+}
+
+fn dst(op: &'static str) -> impl Fn(Errno) -> Error {
+    errno_err(op, Src::Destination)
+}
+
+fn check_empty(root: &OwnedFd) -> Result<()> {
+    let names = fsutil::list_dir(root).map_err(dst("read_destination"))?;
+    if !names.is_empty() {
+        return Err(Error::Destination("not_empty"));
+    }
+    Ok(())
+}
+
+/// Runs a restore. On success the destination holds exactly the archived tree and no marker.
+pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
+    ctx.set_phase(Phase::CheckDestination);
+    let root = rustix::fs::open(
+        &opts.root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::NOENT => Error::Destination("missing"),
+        Errno::NOTDIR => Error::Destination("not_a_directory"),
+        e => dst("open_destination")(e),
+    })?;
+    check_empty(&root)?;
+
+    ctx.set_phase(Phase::VerifyArchive);
+    let mut f = File::open(&opts.archive).map_err(io_err("open_archive", Src::Archive))?;
+    let opened = reader::open(&mut f, &opts.limits)?;
+    crate::records::check_restore(&opts.identity, &opts.record, &opened.manifest.source)?;
+    ctx.bytes_total.store(opened.file_len, Ordering::Relaxed);
+    let whole = reader::verify(&mut f, &opened, ctx)?;
+
+    ctx.set_phase(Phase::CheckDestination);
+    check_empty(&root)?;
+
+    ctx.set_phase(Phase::CreateMarker);
+    create_marker(&root, ctx)?;
+
+    ctx.set_phase(Phase::WriteTree);
+    ctx.bytes_done.store(0, Ordering::Relaxed);
+    ctx.files_done.store(0, Ordering::Relaxed);
+    ctx.bytes_total
+        .store(opened.totals.payload_bytes, Ordering::Relaxed);
+    ctx.files_total
+        .store(opened.totals.entries, Ordering::Relaxed);
+    write_tree(&root, &mut f, &opened, ctx)?;
+
+    ctx.set_phase(Phase::SyncTree);
+    rustix::fs::syncfs(&root).map_err(dst("syncfs"))?;
+    ctx.step();
+
+    ctx.set_phase(Phase::VerifyTree);
+    ctx.bytes_done.store(0, Ordering::Relaxed);
+    ctx.files_done.store(0, Ordering::Relaxed);
+    verify_tree(&root, &opened, ctx)?;
+
+    ctx.set_phase(Phase::PublishRestore);
+    rustix::fs::unlinkat(&root, MARKER_NAME, AtFlags::empty())
+        .map_err(errno_err("unlink_marker", Src::Marker))?;
+    ctx.marker_removed.store(true, Ordering::SeqCst);
+    ctx.step();
+    publish(&root, &opened.manifest.entries[0], ctx).map_err(|e| {
+        // The tree is complete and verified, but its publication is not known to be durable.
+        // Recreate the marker so the volume is not mistaken for a finished restore.
+        let _ = create_marker(&root, ctx);
+        Error::PublicationUncertain(Box::new(e))
+    })?;
+    Ok(Report {
+        totals: opened.totals,
+        archive_bytes: Some(opened.file_len),
+        manifest_bytes: Some(opened.trailer.manifest_len),
+        archive_sha256: Some(hex::encode(whole)),
+        manifest_sha256: Some(hex::encode(opened.trailer.manifest_sha256)),
+    })
+}
+
+fn create_marker(root: &OwnedFd, ctx: &Ctx) -> Result<()> {
+    let m = errno_err("create_marker", Src::Marker);
+    let fd = fsutil::create_exclusive(root, c".takbak-restore-incomplete").map_err(&m)?;
+    ctx.step();
+    let mut f = File::from(fd);
+    f.write_all(MARKER_TEXT)
+        .map_err(io_err("write_marker", Src::Marker))?;
+    f.sync_all().map_err(io_err("fsync_marker", Src::Marker))?;
+    ctx.step();
+    rustix::fs::fsync(root).map_err(dst("fsync_root"))?;
+    ctx.step();
+    Ok(())
+}
+
+fn publish(root: &OwnedFd, root_entry: &Entry, ctx: &Ctx) -> Result<()> {
+    let (a, m) = times(root_entry)?;
+    rustix::fs::futimens(root, &fsutil::timestamps(a, m)).map_err(dst("set_root_times"))?;
+    rustix::fs::fsync(root).map_err(dst("fsync_root"))?;
+    ctx.step();
+    match rustix::fs::statat(root, MARKER_NAME, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => {}
+        Ok(_) => return Err(Error::RestoreMismatch("marker_still_present")),
+        Err(e) => return Err(errno_err("stat_marker", Src::Marker)(e)),
+    }
+    let st = rustix::fs::fstat(root).map_err(dst("stat_root"))?;
+    if fsutil::stat_times(&st) != (a, m) {
+        return Err(Error::RestoreMismatch("root_times"));
+    }
+    Ok(())
+}
+
+fn times(e: &Entry) -> Result<(i64, i64)> {
+    match (e.atime_ns, e.mtime_ns) {
+        (Some(a), Some(m)) => Ok((a, m)),
+        _ => Err(Error::Archive("times_missing")),
+    }
+}
+
+fn owner(e: &Entry) -> (Option<Uid>, Option<Gid>) {
+    (e.uid.map(Uid::from_raw), e.gid.map(Gid::from_raw))
+}
+
+fn set_dir_or_file_meta<Fd: AsFd>(fd: Fd, e: &Entry) -> Result<()> {
+    let (u, g) = owner(e);
+    rustix::fs::fchown(&fd, u, g).map_err(dst("chown"))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(e.mode.unwrap_or(0o700))).map_err(dst("chmod"))?;
+    let (a, m) = times(e)?;
+    rustix::fs::futimens(&fd, &fsutil::timestamps(a, m)).map_err(dst("set_times"))
+}
+
+/// Returns the directory descriptor for `parent`, popping the pre-order stack to it.
+fn parent_fd<'a>(
+    root: &'a OwnedFd,
+    stack: &'a mut Vec<(String, OwnedFd)>,
+    parent: &str,
+) -> Result<&'a OwnedFd> {
+    while stack.last().is_some_and(|(p, _)| p != parent) {
+        stack.pop();
+    }
+    match stack.last() {
+        Some((_, fd)) => Ok(fd),
+        None if parent == "." => Ok(root),
+        None => Err(Error::Archive("parent_missing_or_out_of_order")),
+    }
+}
+
+fn open_parent_beneath(root: &OwnedFd, parent: &str) -> Result<OwnedFd> {
+    let p = if parent == "." { "." } else { parent };
+    fsutil::open_beneath(root, p, OFlags::RDONLY | OFlags::DIRECTORY).map_err(dst("open_dir"))
+}
+
+fn write_tree(root: &OwnedFd, f: &mut File, opened: &Opened, ctx: &Ctx) -> Result<()> {
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
+    let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let (read_res, write_res) = std::thread::scope(|s| {
+        let reader = s.spawn(move || -> Result<()> {
+            f.seek(SeekFrom::Start(HEADER_LEN))
+                .map_err(io_err("seek_archive", Src::Archive))?;
+            let mut r =
+                BufReader::with_capacity(CHUNK_SIZE as usize, f.take(opened.trailer.payload_len));
+            for e in &opened.manifest.entries {
+                for format::Extent(_, len, _) in e.extents.iter().flatten() {
+                    let mut buf = spare_rx.try_recv().unwrap_or_default();
+                    buf.resize(*len as usize, 0);
+                    r.read_exact(&mut buf).map_err(|e| match e.kind() {
+                        std::io::ErrorKind::UnexpectedEof => {
+                            Error::Archive("archive_changed_during_read")
+                        }
+                        _ => Error::Io {
+                            op: "read_archive",
+                            source_kind: Src::Archive,
+                            source: e,
+                        },
+                    })?;
+                    if tx.send(buf).is_err() {
+                        return Ok(()); // the writer stopped; it reports why
+                    }
+                }
+            }
+            Ok(())
+        });
+        let write_res = create_entries(root, opened, ctx, rx, spare_tx);
+        let read_res = reader
+            .join()
+            .unwrap_or(Err(Error::Archive("reader_thread_panicked")));
+        (read_res, write_res)
+    });
+    match (read_res, write_res) {
+        (Err(e), _) => Err(e),
+        (Ok(()), w) => w,
+    }
+}
+
+fn create_entries(
+    root: &OwnedFd,
+    opened: &Opened,
+    ctx: &Ctx,
+    rx: crossbeam_channel::Receiver<Vec<u8>>,
+    spare: crossbeam_channel::Sender<Vec<u8>>,
+) -> Result<()> {
+    let entries = &opened.manifest.entries;
+    let mut stack: Vec<(String, OwnedFd)> = Vec::new();
+    for e in entries.iter().skip(1) {
+        ctx.check()?;
+        let (parent, name) = format::split_parent(&e.path);
+        let name = cname(name)?;
+        let pfd = parent_fd(root, &mut stack, parent)?;
+        match e.kind {
+            Kind::Dir => {
+                rustix::fs::mkdirat(pfd, &name, Mode::from_raw_mode(0o700))
+                    .map_err(dst("mkdir"))?;
+                ctx.step();
+                let fd = fsutil::open_dir(pfd, &name).map_err(dst("open_dir"))?;
+                stack.push((e.path.clone(), fd));
+            }
+            Kind::File => {
+                let fd = fsutil::create_exclusive(pfd, &name).map_err(dst("create_file"))?;
+                ctx.step();
+                let file = File::from(fd);
+                file.set_len(e.size.unwrap_or(0))
+                    .map_err(io_err("truncate", Src::Destination))?;
+                for format::Extent(off, _, _) in e.extents.iter().flatten() {
+                    let buf = rx
+                        .recv()
+                        .map_err(|_| Error::Archive("archive_changed_during_read"))?;
+                    write_sparse(&file, &buf, *off)?;
+                    ctx.bytes_done
+                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    let _ = spare.send(buf);
+                    ctx.step();
+                }
+                set_dir_or_file_meta(&file, e)?;
+                ctx.step();
+            }
+            Kind::Symlink => {
+                let target = cname(e.target.as_deref().unwrap_or_default())?;
+                rustix::fs::symlinkat(&target, pfd, &name).map_err(dst("symlink"))?;
+                let (u, g) = owner(e);
+                rustix::fs::chownat(pfd, &name, u, g, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(dst("chown"))?;
+                let (a, m) = times(e)?;
+                rustix::fs::utimensat(
+                    pfd,
+                    &name,
+                    &fsutil::timestamps(a, m),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map_err(dst("set_times"))?;
+                ctx.step();
+            }
+            Kind::Hardlink => {
+                let target = e.target.as_deref().unwrap_or_default();
+                let (tparent, tname) = format::split_parent(target);
+                let tdir = open_parent_beneath(root, tparent)?;
+                let pfd = parent_fd(root, &mut stack, parent)?;
+                rustix::fs::linkat(
+                    &tdir,
+                    cname(tname)?.as_c_str(),
+                    pfd,
+                    &name,
+                    AtFlags::empty(),
+                )
+                .map_err(dst("link"))?;
+                ctx.step();
+            }
+        }
+        ctx.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    drop(stack);
+    if rx.try_recv().is_ok() {
+        return Err(Error::Archive("payload_without_extent"));
+    }
+    // Directory metadata last: creating children changes a directory's times.
+    for e in entries.iter().skip(1).rev().filter(|e| e.kind == Kind::Dir) {
+        ctx.check()?;
+        let fd = open_parent_beneath(root, &e.path)?;
+        set_dir_or_file_meta(&fd, e)?;
+        ctx.step();
+    }
+    let r = &entries[0];
+    let (u, g) = owner(r);
+    rustix::fs::fchown(root, u, g).map_err(dst("chown"))?;
+    rustix::fs::fchmod(root, Mode::from_raw_mode(r.mode.unwrap_or(0o700))).map_err(dst("chmod"))?;
+    ctx.step();
+    Ok(())
+}
+
+/// Writes only the non-zero 4 KiB blocks of a stored extent, so zero runs inside a stored chunk stay
+/// holes (the file was already sized with `set_len`).
+fn write_sparse(file: &File, buf: &[u8], off: u64) -> Result<()> {
+    const BLOCK: usize = 4096;
+    let mut i = 0;
+    while i < buf.len() {
+        if fsutil::is_zero(&buf[i..(i + BLOCK).min(buf.len())]) {
+            i += BLOCK;
+            continue;
+        }
+        let start = i;
+        while i < buf.len() && !fsutil::is_zero(&buf[i..(i + BLOCK).min(buf.len())]) {
+            i += BLOCK;
+        }
+        let end = i.min(buf.len());
+        file.write_all_at(&buf[start..end], off + start as u64)
+            .map_err(io_err("write_file", Src::Destination))?;
+    }
+    Ok(())
+}
+
+/// Compares the restored tree against the manifest and fsyncs it, children before parents.
+#[allow(clippy::unnecessary_cast)]
+fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx) -> Result<()> {
+    let entries = &opened.manifest.entries;
+    let index: std::collections::HashMap<&str, usize> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.path.as_str(), i))
+        .collect();
+    let mut children = vec![0usize; entries.len()];
+    let mut links = vec![1u64; entries.len()];
+    for e in entries.iter().skip(1) {
+        let (p, _) = format::split_parent(&e.path);
+        if let Some(&pi) = index.get(p) {
+            children[pi] += 1;
+        }
+        if e.kind == Kind::Hardlink
+            && let Some(&ti) = e.target.as_deref().and_then(|t| index.get(t))
+        {
+            links[ti] += 1;
+        }
+    }
+    let mismatch = Error::RestoreMismatch;
+    // Root: exactly the archived children plus the marker; ownership and mode.
+    let names = fsutil::list_dir(root).map_err(dst("read_dir"))?;
+    if names.len() != children[0] + 1 || !names.iter().any(|n| n == MARKER_NAME.as_bytes()) {
+        return Err(mismatch("directory_children"));
+    }
+    let st = rustix::fs::fstat(root).map_err(dst("stat"))?;
+    let r = &entries[0];
+    if Some(st.st_mode & 0o7777) != r.mode || Some(st.st_uid) != r.uid || Some(st.st_gid) != r.gid {
+        return Err(mismatch("root_metadata"));
+    }
+
+    let mut inodes = vec![0u64; entries.len()];
+    let mut stack: Vec<(String, OwnedFd)> = Vec::new();
+    let mut buf = vec![0u8; CHUNK_SIZE as usize];
+    let pop_sync = |stack: &mut Vec<(String, OwnedFd)>, parent: &str| -> Result<()> {
+        while stack.last().is_some_and(|(p, _)| p != parent) {
+            if let Some((_, fd)) = stack.pop() {
+                rustix::fs::fsync(&fd).map_err(dst("fsync_dir"))?;
+                ctx.step();
+            }
+        }
+        Ok(())
+    };
+    for (i, e) in entries.iter().enumerate().skip(1) {
+        ctx.check()?;
+        let (parent, name) = format::split_parent(&e.path);
+        let name = cname(name)?;
+        pop_sync(&mut stack, parent)?;
+        let pfd = match stack.last() {
+            Some((_, fd)) => fd,
+            None => root,
+        };
+        let st = match rustix::fs::statat(pfd, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => return Err(mismatch("entry_missing")),
+            r => r.map_err(dst("stat"))?,
+        };
+        let ty = fsutil::file_type(&st);
+        let meta_ok = |with_mode: bool| {
+            (!with_mode || Some(st.st_mode & 0o7777) == e.mode)
+                && Some(st.st_uid) == e.uid
+                && Some(st.st_gid) == e.gid
+                && Some(fsutil::stat_times(&st)) == e.atime_ns.zip(e.mtime_ns)
+        };
+        match e.kind {
+            Kind::Dir => {
+                if ty != fsutil::S_IFDIR {
+                    return Err(mismatch("entry_type"));
+                }
+                if !meta_ok(true) {
+                    return Err(mismatch("metadata"));
+                }
+                let fd = fsutil::open_dir(pfd, &name).map_err(dst("open_dir"))?;
+                if fsutil::list_dir(&fd).map_err(dst("read_dir"))?.len() != children[i] {
+                    return Err(mismatch("directory_children"));
+                }
+                stack.push((e.path.clone(), fd));
+            }
+            Kind::File => {
+                if ty != fsutil::S_IFREG {
+                    return Err(mismatch("entry_type"));
+                }
+                if !meta_ok(true) {
+                    return Err(mismatch("metadata"));
+                }
+                if Some(st.st_size as u64) != e.size || st.st_nlink as u64 != links[i] {
+                    return Err(mismatch("size_or_link_count"));
+                }
+                let fd = fsutil::open_read(pfd, &name).map_err(dst("open_file"))?;
+                let fst = rustix::fs::fstat(&fd).map_err(dst("stat"))?;
+                if fst.st_ino != st.st_ino {
+                    return Err(mismatch("entry_replaced"));
+                }
+                rustix::fs::fsync(&fd).map_err(dst("fsync_file"))?;
+                ctx.step();
+                verify_content(&File::from(fd), e, &mut buf, ctx)?;
+                inodes[i] = st.st_ino as u64;
+            }
+            Kind::Symlink => {
+                if ty != fsutil::S_IFLNK {
+                    return Err(mismatch("entry_type"));
+                }
+                let t = rustix::fs::readlinkat(pfd, &name, Vec::new()).map_err(dst("readlink"))?;
+                if Some(t.as_bytes()) != e.target.as_deref().map(str::as_bytes) {
+                    return Err(mismatch("symlink_target"));
+                }
+                // readlink may have bumped the link's access time (there is no O_NOATIME for it):
+                // put the archived times back, then compare what is on disk.
+                let (a, m) = times(e)?;
+                rustix::fs::utimensat(
+                    pfd,
+                    &name,
+                    &fsutil::timestamps(a, m),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map_err(dst("set_times"))?;
+                let st = rustix::fs::statat(pfd, &name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(dst("stat"))?;
+                if Some(st.st_uid) != e.uid
+                    || Some(st.st_gid) != e.gid
+                    || Some(fsutil::stat_times(&st)) != e.atime_ns.zip(e.mtime_ns)
+                {
+                    return Err(mismatch("metadata"));
+                }
+            }
+            Kind::Hardlink => {
+                let ti = e.target.as_deref().and_then(|t| index.get(t)).copied();
+                if ty != fsutil::S_IFREG || ti.map(|t| inodes[t]) != Some(st.st_ino as u64) {
+                    return Err(mismatch("hardlink_identity"));
+                }
+            }
+        }
+        ctx.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    pop_sync(&mut stack, "\0")?;
+    rustix::fs::fsync(root).map_err(dst("fsync_root"))?;
+    ctx.step();
+    Ok(())
+}
+
+/// Checks stored extents by hash and every other byte range as zero, skipping holes.
+fn verify_content(file: &File, e: &Entry, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<()> {
+    let size = e.size.unwrap_or(0);
+    let mut pos = 0u64;
+    for format::Extent(off, len, sum) in e.extents.iter().flatten() {
+        check_zero(file, pos, *off, buf, ctx)?;
+        buf.resize(*len as usize, 0);
+        file.read_exact_at(buf, *off)
+            .map_err(io_err("read_file", Src::Destination))?;
+        if hex::encode(Sha256::digest(&buf[..])) != *sum {
+            return Err(Error::RestoreMismatch("content"));
+        }
+        ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+        pos = off + len;
+    }
+    check_zero(file, pos, size, buf, ctx)
+}
+
+fn check_zero(file: &File, mut from: u64, to: u64, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<()> {
+    while from < to {
+        ctx.check()?;
+        let data = match rustix::fs::seek(file.as_fd(), RSeek::Data(from)) {
+            Ok(d) => d,
+            Err(Errno::NXIO) => return Ok(()),
+            Err(e) => return Err(dst("seek_data")(e)),
+        };
+        if data >= to {
+            return Ok(());
+        }
+        let n = CHUNK_SIZE.min(to - data);
+        buf.resize(n as usize, 0);
+        file.read_exact_at(buf, data)
+            .map_err(io_err("read_file", Src::Destination))?;
+        if !fsutil::is_zero(buf) {
+            return Err(Error::RestoreMismatch("content"));
+        }
+        from = data + n;
+    }
+    Ok(())
+}
