@@ -90,6 +90,7 @@ pub fn backup(opts: &BackupOptions, ctx: &Ctx) -> Result<Report> {
     }
 
     ctx.set_phase(Phase::ScanSource);
+    ctx.check()?;
     let inv = scan(&root, &root_abs, &opts.limits, ctx)?;
     ctx.files_total
         .store(inv.jobs.len() as u64, Ordering::Relaxed);

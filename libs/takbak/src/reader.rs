@@ -75,8 +75,23 @@ pub fn open<R: Read + Seek>(r: &mut R, limits: &Limits) -> Result<Opened> {
     r.read_exact(&mut trailer_bytes).map_err(read_io)?;
     let trailer = Trailer::decode(&trailer_bytes, file_len, limits)?;
 
-    r.seek(SeekFrom::Start(HEADER_LEN + trailer.payload_len))
-        .map_err(read_io)?;
+    // Checksum the manifest before parsing it, so corruption is reported as such and the JSON parser
+    // only ever sees bytes that match the trailer. Streaming, so memory stays at one buffer.
+    let manifest_off = HEADER_LEN + trailer.payload_len;
+    r.seek(SeekFrom::Start(manifest_off)).map_err(read_io)?;
+    let mut pre = HashingReader {
+        inner: (&mut *r).take(trailer.manifest_len),
+        hasher: Sha256::new(),
+        n: 0,
+    };
+    std::io::copy(&mut pre, &mut std::io::sink()).map_err(read_io)?;
+    if pre.n != trailer.manifest_len {
+        return Err(Error::Archive("truncated"));
+    }
+    if pre.hasher.finalize().as_slice() != trailer.manifest_sha256 {
+        return Err(Error::Archive("manifest_checksum_mismatch"));
+    }
+    r.seek(SeekFrom::Start(manifest_off)).map_err(read_io)?;
     let mut hr = HashingReader {
         inner: (&mut *r).take(trailer.manifest_len),
         hasher: Sha256::new(),

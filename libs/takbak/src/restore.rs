@@ -91,6 +91,7 @@ pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
         e => dst("open_destination")(e),
     })?;
     check_empty(&root)?;
+    ctx.check()?;
 
     ctx.set_phase(Phase::VerifyArchive);
     let mut f = File::open(&opts.archive).map_err(io_err("open_archive", Src::Archive))?;
