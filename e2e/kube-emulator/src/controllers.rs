@@ -142,10 +142,11 @@ pub(crate) fn reconcile(st: &mut State) {
                 delete(st, &c.storage, &c.ns, &c.name);
             }
         }
-        if content.is_empty() && ns.finalizers.is_empty() {
-            if let Some(kind) = st.kind_for_storage("core/namespaces") {
-                st.remove_now(&kind, None, &ns.name);
-            }
+        if content.is_empty()
+            && ns.finalizers.is_empty()
+            && let Some(kind) = st.kind_for_storage("core/namespaces")
+        {
+            st.remove_now(&kind, None, &ns.name);
         }
     }
 

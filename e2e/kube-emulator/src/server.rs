@@ -180,18 +180,19 @@ fn route(st: &State, path: &str) -> Route {
 
 fn resource(st: &State, g: &str, v: &str, rest: &[&str]) -> Route {
     let s = |x: &&str| x.to_string();
-    if rest.len() >= 3 && rest[0] == "namespaces" {
-        if let Some(kind) = st.kind(g, v, rest[2]).filter(|k| k.namespaced) {
-            if rest.len() > 5 {
-                return Route::NotFound;
-            }
-            return Route::Resource(Target {
-                kind,
-                ns: Some(rest[1].to_string()),
-                name: rest.get(3).map(s),
-                sub: rest.get(4).map(s),
-            });
+    if rest.len() >= 3
+        && rest[0] == "namespaces"
+        && let Some(kind) = st.kind(g, v, rest[2]).filter(|k| k.namespaced)
+    {
+        if rest.len() > 5 {
+            return Route::NotFound;
         }
+        return Route::Resource(Target {
+            kind,
+            ns: Some(rest[1].to_string()),
+            name: rest.get(3).map(s),
+            sub: rest.get(4).map(s),
+        });
     }
     match st.kind(g, v, rest[0]) {
         Some(kind) if rest.len() <= 3 => Route::Resource(Target {
@@ -711,14 +712,12 @@ fn patch_request(
                 if let Some(rv) = patch["metadata"]["resourceVersion"]
                     .as_str()
                     .filter(|s| !s.is_empty())
-                {
-                    if rv
+                    && rv
                         != old["metadata"]["resourceVersion"]
                             .as_str()
                             .unwrap_or_default()
-                    {
-                        return Err(ApiError::conflict(kind, name));
-                    }
+                {
+                    return Err(ApiError::conflict(kind, name));
                 }
                 let pname = patch["metadata"]["name"].as_str().unwrap_or_default();
                 if !pname.is_empty() && pname != name {
@@ -941,11 +940,10 @@ fn start_watch(
                         return;
                     }
                     last_rv = last_rv.max(ev.rv);
-                    if let Some((etype, obj)) = convert_event(&kind, &ev, &matches) {
-                        if tx.send(line(&render(etype, &obj, &mut first_table))).await.is_err() {
+                    if let Some((etype, obj)) = convert_event(&kind, &ev, &matches)
+                        && tx.send(line(&render(etype, &obj, &mut first_table))).await.is_err() {
                             return;
                         }
-                    }
                 }
             }
         }

@@ -155,13 +155,13 @@ pub(crate) fn to_fields_v1(set: &FieldSet) -> Value {
     fn mark(node: &mut Map<String, Value>, prefix: &mut Path, set: &FieldSet) {
         for (k, v) in node.iter_mut() {
             prefix.push(k.clone());
-            if let Some(child) = v.as_object_mut() {
-                if !child.is_empty() {
-                    if set.contains(prefix) {
-                        child.insert(".".into(), json!({}));
-                    }
-                    mark(child, prefix, set);
+            if let Some(child) = v.as_object_mut()
+                && !child.is_empty()
+            {
+                if set.contains(prefix) {
+                    child.insert(".".into(), json!({}));
                 }
+                mark(child, prefix, set);
             }
             prefix.pop();
         }

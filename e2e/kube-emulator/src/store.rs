@@ -359,12 +359,13 @@ impl State {
                 kind.api_version()
             )));
         }
-        if let (Some(ns), Some(bns)) = (ns, body["metadata"]["namespace"].as_str()) {
-            if !bns.is_empty() && bns != ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
+        if let (Some(ns), Some(bns)) = (ns, body["metadata"]["namespace"].as_str())
+            && !bns.is_empty()
+            && bns != ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         Ok(())
     }
@@ -502,10 +503,9 @@ impl State {
         }
         if kind.status_subresource
             && (kind.custom || matches!(kind.kind.as_str(), "Deployment" | "Job"))
+            && let Some(m) = body.as_object_mut()
         {
-            if let Some(m) = body.as_object_mut() {
-                m.remove("status");
-            }
+            m.remove("status");
         }
         self.defaults(kind, &mut body, None);
         if kind.kind == "CustomResourceDefinition" {
@@ -548,13 +548,13 @@ impl State {
         let create = old.is_none();
         match kind.kind.as_str() {
             "Secret" => {
-                if let Some(sd) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
-                    if let Some(sd) = sd.as_object() {
-                        for (k, v) in sd {
-                            let enc = base64::engine::general_purpose::STANDARD
-                                .encode(v.as_str().unwrap_or_default());
-                            obj["data"][k] = json!(enc);
-                        }
+                if let Some(sd) = obj.as_object_mut().and_then(|m| m.remove("stringData"))
+                    && let Some(sd) = sd.as_object()
+                {
+                    for (k, v) in sd {
+                        let enc = base64::engine::general_purpose::STANDARD
+                            .encode(v.as_str().unwrap_or_default());
+                        obj["data"][k] = json!(enc);
                     }
                 }
                 if obj["type"].is_null() {
@@ -691,10 +691,8 @@ impl State {
             )));
         }
         match new["metadata"]["resourceVersion"].as_str() {
-            Some(rv) if !rv.is_empty() => {
-                if rv != meta_str(&old, "resourceVersion") {
-                    return Err(ApiError::conflict(kind, name));
-                }
+            Some(rv) if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") => {
+                return Err(ApiError::conflict(kind, name));
             }
             _ if put && kind.custom => {
                 return Err(ApiError::invalid(
@@ -837,17 +835,17 @@ impl State {
             .cloned()
             .ok_or_else(|| ApiError::not_found(kind, name))?;
         let view = to_view(kind, &old);
-        if let Some(uid) = &opts.uid {
-            if uid != meta_str(&old, "uid") {
-                return Err(ApiError::new(409, "Conflict", format!(
+        if let Some(uid) = &opts.uid
+            && uid != meta_str(&old, "uid")
+        {
+            return Err(ApiError::new(409, "Conflict", format!(
                     "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
                     kind.qualified(), meta_str(&old, "uid"))).with_details(details(kind, name)));
-            }
         }
-        if let Some(rv) = &opts.rv {
-            if rv != meta_str(&old, "resourceVersion") {
-                return Err(ApiError::conflict(kind, name));
-            }
+        if let Some(rv) = &opts.rv
+            && rv != meta_str(&old, "resourceVersion")
+        {
+            return Err(ApiError::conflict(kind, name));
         }
         if kind.kind == "Namespace" && matches!(name, "default" | "kube-system" | "kube-public") {
             return Err(ApiError::new(
@@ -884,11 +882,11 @@ impl State {
             if namespace {
                 new["status"]["phase"] = json!("Terminating");
             }
-            if kind.kind == "CustomResourceDefinition" {
-                if let Some(cs) = new["status"]["conditions"].as_array_mut() {
-                    cs.push(json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+            if kind.kind == "CustomResourceDefinition"
+                && let Some(cs) = new["status"]["conditions"].as_array_mut()
+            {
+                cs.push(json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
                         "message": "CustomResource deletion is in progress", "lastTransitionTime": now()}));
-                }
             }
             if opts.dry_run {
                 return Ok(Deleted::Pending(new));

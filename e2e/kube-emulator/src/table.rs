@@ -123,7 +123,7 @@ pub(crate) fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
                         }
                         match x {
                             Value::String(s) => s == val,
-                            other => other.to_string() == val,
+                            other => *other == val,
                         }
                     })
                     .collect();
