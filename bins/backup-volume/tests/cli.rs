@@ -1,0 +1,176 @@
+//! The real `backup-volume` binary: one JSON result line, exit codes, exclusive metrics textfile,
+//! --verify/--list, no progress without a terminal, and crash safety of the archive's final name
+//! (SIGKILL at every durability step through the `TAKBAK_TEST_KILL_AT_STEP` hook).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const ID: &str = r#"{"volume":"rv-a","generation":"g1","claimUID":"c1"}"#;
+const REC: &str = r#"{"version":1,"purpose":"backup-quiesced","source":{"volume":"rv-a","generation":"g1","claimUID":"c1"},"recordID":"r","operator":"o","method":"m","evidenceReference":"e","operatorAcknowledged":true}"#;
+
+fn setup(dir: &Path) {
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/a"), vec![3u8; (2 << 20) + 7]).unwrap();
+    std::fs::write(src.join("b"), b"bee").unwrap();
+    std::fs::write(dir.join("id.json"), ID).unwrap();
+    std::fs::write(dir.join("rec.json"), REC).unwrap();
+    std::fs::create_dir(dir.join("out")).unwrap();
+}
+
+fn tool(args: &[&str], dir: &Path, kill_at: Option<u64>) -> (Output, serde_json::Value) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_backup-volume"));
+    c.current_dir(dir).args(args);
+    if let Some(k) = kill_at {
+        c.env("TAKBAK_TEST_KILL_AT_STEP", k.to_string());
+    }
+    let out = c.output().unwrap();
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or("null")
+        .to_string();
+    (
+        out,
+        serde_json::from_str(&last).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+const BACKUP: &[&str] = &[
+    "--root",
+    "src",
+    "--archive",
+    "out/a.takbak",
+    "--identity",
+    "id.json",
+    "--record",
+    "rec.json",
+];
+
+#[test]
+fn backup_verify_list_and_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let mut args = BACKUP.to_vec();
+    args.extend(["--metrics-textfile", "out/backup.prom"]);
+    let (out, v) = tool(&args, d, None);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    assert!(
+        out.stderr.is_empty(),
+        "no progress display without a terminal"
+    );
+    assert_eq!(
+        (v["result"].as_str(), out.status.code(), v["files"].as_u64()),
+        (Some("PASS"), Some(0), Some(2))
+    );
+    let prom = std::fs::read_to_string(d.join("out/backup.prom")).unwrap();
+    assert!(prom.contains(
+        "cozy_backups_takbak_operation_success{tool=\"backup-volume\",operation=\"backup\"} 1"
+    ));
+
+    let (out, verify) = tool(&["--verify", "--archive", "out/a.takbak"], d, None);
+    assert_eq!(
+        (verify["result"].as_str(), out.status.code()),
+        (Some("PASS"), Some(0))
+    );
+    assert_eq!(verify["archiveSha256"], v["archiveSha256"]);
+
+    let (out, list) = tool(&["--list", "--archive", "out/a.takbak"], d, None);
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 5, "root, b, sub, sub/a + result");
+    assert!(lines[3].contains("\"path\":\"sub/a\""));
+    assert_eq!(list["operation"].as_str(), Some("list"));
+
+    // Metrics textfile is exclusive: a second run into the same path fails (and says so).
+    let mut args2 = vec!["--verify", "--archive", "out/a.takbak"];
+    args2.extend(["--metrics-textfile", "out/backup.prom"]);
+    let (out, v) = tool(&args2, d, None);
+    assert_eq!(
+        (v["result"].as_str(), v["failure"]["reason"].as_str()),
+        (Some("FAIL"), Some("create_metrics_textfile"))
+    );
+    assert_ne!(out.status.code(), Some(0));
+
+    // Never overwrite: a second backup to the same name fails with exit code 4.
+    let (out, v) = tool(BACKUP, d, None);
+    assert_eq!(
+        (v["failure"]["reason"].as_str(), out.status.code()),
+        (Some("archive_already_exists"), Some(4))
+    );
+}
+
+#[test]
+fn failures_are_bounded_and_classified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    std::fs::write(d.join("out/a.takbak"), b"not an archive at all, just text").unwrap();
+    let (out, v) = tool(&["--verify", "--archive", "out/a.takbak"], d, None);
+    assert_eq!(
+        (
+            v["failure"]["category"].as_str(),
+            v["failure"]["reason"].as_str(),
+            out.status.code()
+        ),
+        (Some("archive_invalid"), Some("truncated"), Some(5))
+    );
+    let (out, v) = tool(&["--verify", "--archive", "out/missing.takbak"], d, None);
+    assert_eq!(
+        (
+            v["failure"]["errnoName"].as_str(),
+            v["failure"]["source"].as_str(),
+            out.status.code()
+        ),
+        (Some("ENOENT"), Some("archive"), Some(1))
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("missing.takbak"),
+        "no paths in results"
+    );
+    let mut args = BACKUP.to_vec();
+    args.extend(["--deadline-seconds", "3601"]);
+    let (out, v) = tool(&args, d, None);
+    assert_eq!(
+        (v["failure"]["reason"].as_str(), out.status.code()),
+        (Some("deadline_out_of_range"), Some(2))
+    );
+}
+
+#[test]
+fn killed_backup_never_leaves_a_partial_archive_under_its_final_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let (out, _) = tool(BACKUP, d, Some(0));
+    let steps: u64 = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("takbak-steps ").map(|n| n.parse().unwrap()))
+        .unwrap();
+    std::fs::remove_file(d.join("out/a.takbak")).unwrap();
+    for k in 1..=steps {
+        let (out, _) = tool(BACKUP, d, Some(k));
+        assert_eq!(out.status.signal(), Some(9), "step {k}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("PASS"));
+        let fin = d.join("out/a.takbak");
+        if fin.exists() {
+            // Published means complete: it verifies.
+            let (_, v) = tool(&["--verify", "--archive", "out/a.takbak"], d, None);
+            assert_eq!(
+                v["result"].as_str(),
+                Some("PASS"),
+                "step {k}: published archive is incomplete"
+            );
+            std::fs::remove_file(&fin).unwrap();
+        }
+        for e in std::fs::read_dir(d.join("out")).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(name.ends_with(".takbak.tmp"), "step {k}: unexpected {name}");
+            std::fs::remove_file(d.join("out").join(name)).unwrap();
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Crash tests: the real `restore-volume` binary is killed with SIGKILL at every durability step
+//! (through its `TAKBAK_TEST_KILL_AT_STEP` hook, so the points are exact, not timing guesses).
+//! A killed restore never prints PASS, and the destination either still carries the incomplete
+//! marker or the kill came after the marker's unlink (the last steps), where the operator sees no
+//! PASS line and a signal exit, which the docs define as "publication uncertain". A second restore
+//! into the same destination refuses to resume.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use takbak::limits::Limits;
+use takbak::records::{Identity, Purpose, Record};
+
+const MARKER: &str = takbak::format::MARKER_NAME;
+
+fn source() -> Identity {
+    Identity {
+        volume: "rv-a".into(),
+        generation: "g1".into(),
+        claim_uid: "c1".into(),
+    }
+}
+
+fn setup(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("d/e")).unwrap();
+    std::fs::write(src.join("d/one"), vec![1u8; 3000]).unwrap();
+    std::fs::write(src.join("d/e/two"), vec![2u8; (1 << 20) + 5]).unwrap();
+    std::fs::hard_link(src.join("d/one"), src.join("one-again")).unwrap();
+    std::os::unix::fs::symlink("d/one", src.join("link")).unwrap();
+    let archive = dir.join("a.takbak");
+    let rec = |purpose| Record {
+        version: 1,
+        purpose,
+        source: source(),
+        record_id: "r".into(),
+        operator: "o".into(),
+        method: "m".into(),
+        evidence_reference: "e".into(),
+        operator_acknowledged: true,
+    };
+    takbak::backup::backup(
+        &takbak::backup::BackupOptions {
+            root: src,
+            archive: archive.clone(),
+            identity: source(),
+            record: rec(Purpose::BackupQuiesced),
+            limits: Limits::default(),
+        },
+        &takbak::ctx::Ctx::new(std::time::Duration::from_secs(60)),
+    )
+    .unwrap();
+    let dest = Identity {
+        volume: "rv-b".into(),
+        generation: "g2".into(),
+        claim_uid: "c2".into(),
+    };
+    std::fs::write(dir.join("id.json"), serde_json::to_vec(&dest).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("rec.json"),
+        serde_json::to_vec(&rec(Purpose::RestoreIsolated)).unwrap(),
+    )
+    .unwrap();
+    archive
+}
+
+fn restore(dir: &Path, dst: &Path, kill_at: Option<u64>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_restore-volume"));
+    c.arg("--root")
+        .arg(dst)
+        .arg("--archive")
+        .arg(dir.join("a.takbak"));
+    c.arg("--identity")
+        .arg(dir.join("id.json"))
+        .arg("--record")
+        .arg(dir.join("rec.json"));
+    if let Some(k) = kill_at {
+        c.env(takbak::ctx::KILL_AT_STEP_ENV, k.to_string());
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn killed_restore_never_passes_and_leaves_the_marker() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let count = tmp.path().join("count");
+    std::fs::create_dir(&count).unwrap();
+    let out = restore(tmp.path(), &count, Some(0));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let steps: u64 = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("takbak-steps ").map(|n| n.parse().unwrap()))
+        .unwrap();
+    // The marker is unlinked at step steps-1 (then root times + fsync, step `steps`).
+    let unlink_step = steps - 1;
+    for k in 1..=steps {
+        let dst = tmp.path().join(format!("dst{k}"));
+        std::fs::create_dir(&dst).unwrap();
+        let out = restore(tmp.path(), &dst, Some(k));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.signal(), Some(9), "step {k}: killed by SIGKILL");
+        assert!(
+            !stdout.contains("PASS"),
+            "step {k}: a killed restore printed PASS"
+        );
+        let marker = dst.join(MARKER).exists();
+        assert!(
+            marker || k >= unlink_step,
+            "step {k}/{steps}: marker missing before its unlink step"
+        );
+        // Never resumed: the partial tree is refused as a destination.
+        let again = restore(tmp.path(), &dst, None);
+        let v: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+        assert_eq!(
+            (
+                v["result"].as_str(),
+                v["failure"]["reason"].as_str(),
+                again.status.code()
+            ),
+            (
+                Some("FAIL"),
+                Some("not_empty"),
+                Some(takbak::error::exit::DESTINATION)
+            ),
+            "step {k}"
+        );
+    }
+}
+
+#[test]
+fn uninterrupted_restore_passes_with_one_json_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let dst = tmp.path().join("dst");
+    std::fs::create_dir(&dst).unwrap();
+    let out = restore(tmp.path(), &dst, None);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (v["result"].as_str(), v["phase"].as_str(), out.status.code()),
+        (Some("PASS"), Some("done"), Some(0))
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "no progress display when stderr is not a terminal"
+    );
+    assert!(!dst.join(MARKER).exists());
+    assert!(
+        !stdout.contains(tmp.path().to_str().unwrap()),
+        "no paths in the result"
+    );
+}
