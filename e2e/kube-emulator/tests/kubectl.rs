@@ -1,0 +1,351 @@
+//! kubectl conformance suite: the installed kubectl (the dispatcher at /usr/bin/kubectl) and the pinned
+//! 1.31 and 1.33 binaries, each with its own fresh KUBECACHEDIR, against a fresh emulator. A binary that is
+//! not installed is reported and skipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+    dir: PathBuf,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn new(bin: &str, emu: &kube_emulator::Running) -> Option<Self> {
+        let bin = PathBuf::from(bin);
+        if !bin.exists() {
+            println!("skipping: {} is not installed", bin.display());
+            return None;
+        }
+        let dir = emu.kubeconfig_path().parent().unwrap().join("kubectl-work");
+        std::fs::create_dir_all(&dir).unwrap();
+        let cache = dir.join("cache");
+        Some(Kubectl {
+            bin,
+            kubeconfig: emu.kubeconfig_path().into(),
+            cache,
+            dir,
+        })
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", &self.cache)
+            .env("HOME", &self.dir)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let out = self.cmd(args).output().await.expect("kubectl runs");
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into(),
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+        }
+    }
+
+    /// Runs and requires success.
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args).await;
+        assert!(
+            o.ok,
+            "kubectl {} failed:\nstdout: {}\nstderr: {}",
+            args.join(" "),
+            o.stdout,
+            o.stderr
+        );
+        o.stdout
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+}
+
+const W1: &str = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n  color: blue\n";
+const W2: &str =
+    "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  size: 1\n";
+const W3: &str =
+    "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w3\nspec:\n  size: 1\n";
+const DEPLOY_V1: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: a
+        image: img:1
+        env: [{name: X, value: "1"}, {name: Z, value: "2"}]
+      - name: b
+        image: other:1
+"#;
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\nspec:\n  containers:\n  - name: c\n    image: busybox:1\n";
+
+async fn scenario(bin: &str) {
+    let emu = emulator().await;
+    let Some(k) = Kubectl::new(bin, &emu) else {
+        return;
+    };
+    let version = k.ok(&["version", "-o", "json"]).await;
+    assert!(version.contains("\"gitVersion\": \"v1.33.0\""), "{version}");
+
+    // CRDs: the project's own directory, and the inline test CRD.
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    let has_project_crds = std::fs::read_dir(&crds).is_ok_and(|mut d| d.next().is_some());
+    if has_project_crds {
+        k.ok(&["apply", "-f", crds.to_str().unwrap()]).await;
+    }
+    let crd = k.file("crd.yaml", WIDGET_CRD);
+    assert!(
+        k.ok(&["apply", "-f", &crd])
+            .await
+            .contains("widgets.example.com created")
+    );
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "--all",
+        "--timeout=20s",
+    ])
+    .await;
+    if has_project_crds {
+        k.ok(&["get", "backupclasses"]).await;
+    }
+
+    // create -f, get in every output form
+    let w1 = k.file("w1.yaml", W1);
+    k.ok(&["create", "-f", &w1]).await;
+    let table = k.ok(&["get", "wd"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, vec!["NAME", "SIZE", "READY", "AGE"], "{table}");
+    assert!(table.lines().nth(1).unwrap().starts_with("w1 "), "{table}");
+    let wide = k.ok(&["get", "widgets", "-o", "wide"]).await;
+    assert!(wide.contains("COLOR") && wide.contains("blue"), "{wide}");
+    assert!(
+        k.ok(&["get", "wd", "w1", "-o", "yaml"])
+            .await
+            .contains("size: 3")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "wd", "w1", "-o", "json"]).await).unwrap();
+    assert_eq!(json["spec"]["size"], 3);
+    assert_eq!(
+        k.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"])
+            .await,
+        "3"
+    );
+    assert!(
+        k.ok(&["get", "all"])
+            .await
+            .contains("widget.example.com/w1")
+    );
+
+    // client-side apply twice: strategic merge keeps both containers
+    let d1 = k.file("deploy.yaml", DEPLOY_V1);
+    k.ok(&["apply", "-f", &d1]).await;
+    let d2 = k.file(
+        "deploy2.yaml",
+        &DEPLOY_V1.replace("img:1", "img:2").replace(
+            r#"env: [{name: X, value: "1"}, {name: Z, value: "2"}]"#,
+            r#"env: [{name: Z, value: "3"}]"#,
+        ),
+    );
+    assert!(k.ok(&["apply", "-f", &d2]).await.contains("configured"));
+    let containers = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers}",
+        ])
+        .await;
+    let containers: serde_json::Value = serde_json::from_str(&containers).unwrap();
+    assert_eq!(
+        containers,
+        serde_json::json!([{"name": "a", "image": "img:2", "env": [{"name": "Z", "value": "3"}]},
+                           {"name": "b", "image": "other:1"}])
+    );
+
+    // server-side apply, then a conflicting field manager
+    let w2 = k.file("w2.yaml", W2);
+    assert!(
+        k.ok(&["apply", "--server-side", "-f", &w2])
+            .await
+            .contains("serverside-applied")
+    );
+    k.ok(&[
+        "patch",
+        "wd",
+        "w2",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":2}}"#,
+    ])
+    .await;
+    let conflict = k.run(&["apply", "--server-side", "-f", &w2]).await;
+    assert!(
+        !conflict.ok && conflict.stderr.contains("conflict with \"kubectl-patch\""),
+        "{}",
+        conflict.stderr
+    );
+    k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &w2])
+        .await;
+
+    // patches
+    k.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":5}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/size","value":7}]"#,
+    ])
+    .await;
+    let smp = k
+        .run(&["patch", "wd", "w1", "-p", r#"{"spec":{"size":8}}"#])
+        .await;
+    assert!(
+        !smp.ok
+            && smp
+                .stderr
+                .contains("the body of the request was in an unknown format"),
+        "{}",
+        smp.stderr
+    );
+    k.ok(&[
+        "wait",
+        "--for=jsonpath={.spec.size}=7",
+        "wd/w1",
+        "--timeout=20s",
+    ])
+    .await;
+
+    // labels and selectors
+    k.ok(&["label", "wd", "w1", "tier=gold"]).await;
+    assert_eq!(
+        k.ok(&["get", "wd", "-l", "tier=gold", "-o", "name"])
+            .await
+            .trim(),
+        "widget.example.com/w1"
+    );
+
+    // server-side dry run persists nothing
+    let w3 = k.file("w3.yaml", W3);
+    k.ok(&["create", "-f", &w3, "--dry-run=server"]).await;
+    assert!(!k.run(&["get", "wd", "w3"]).await.ok);
+
+    // logs through the admin hook
+    let pod = k.file("pod.yaml", POD);
+    k.ok(&["create", "-f", &pod]).await;
+    emu.set_pod_log("default", "p1", Some("c"), "hello\nworld\n", false)
+        .unwrap();
+    assert_eq!(k.ok(&["logs", "p1"]).await, "hello\nworld\n");
+    assert_eq!(
+        k.ok(&["logs", "p1", "-c", "c", "--tail=1"]).await,
+        "world\n"
+    );
+
+    // get --watch sees a change, then is stopped
+    let mut watch = k
+        .cmd(&["get", "wd", "w1", "--watch", "--no-headers"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with("w1 ") && first.contains(" 7 "), "{first}");
+    k.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":9}}"#,
+    ])
+    .await;
+    let next = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(next.starts_with("w1 ") && next.contains(" 9 "), "{next}");
+    watch.kill().await.unwrap();
+
+    // delete --wait, then it is gone
+    k.ok(&["delete", "wd", "w1", "--wait=true", "--timeout=20s"])
+        .await;
+    let gone = k.run(&["get", "wd", "w1"]).await;
+    assert!(
+        !gone.ok && gone.stderr.contains("NotFound"),
+        "{}",
+        gone.stderr
+    );
+
+    // protobuf-only generator commands fail with a message naming the workaround
+    let pb = k
+        .run(&["create", "configmap", "pb", "--from-literal=a=b"])
+        .await;
+    assert!(
+        !pb.ok
+            && pb
+                .stderr
+                .contains("--dry-run=client -o yaml | kubectl apply -f -"),
+        "{}",
+        pb.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_kubectl() {
+    scenario("/usr/bin/kubectl").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_kubectl_1_31() {
+    scenario("/usr/lib/google-cloud-sdk/bin/kubectl.1.31").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_kubectl_1_33() {
+    scenario("/usr/lib/google-cloud-sdk/bin/kubectl.1.33").await;
+}
