@@ -54,6 +54,22 @@ impl Args {
     }
 }
 
+/// The whole `main` of an emulator binary: logging, argument parsing, [`run`].
+pub async fn main_from_env() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match run(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "kube-emulator failed");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Starts the emulator, prints its address, and serves until Ctrl-C or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     use anyhow::Context as _;

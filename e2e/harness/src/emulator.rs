@@ -1,0 +1,287 @@
+//! The [`Harness`]: one emulator (in-process or as a process), its kubeconfig, daemons and temporary
+//! namespaces, with a failure dump on panic.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube_emulator::{Config, Emulator, Running};
+use serde_json::Value;
+
+use crate::daemon::{Daemon, DaemonSpec};
+use crate::{Error, http};
+
+/// Where the emulator runs.
+#[derive(Debug, Clone)]
+pub enum EmulatorMode {
+    /// Inside the test process (fastest; the default).
+    InProcess,
+    /// As a `kube-emulator` process from this binary path.
+    Process(PathBuf),
+}
+
+enum Backend {
+    InProcess(Running),
+    Process(Box<Daemon>),
+}
+
+/// A test environment: emulator + daemons + namespaces.
+pub struct Harness {
+    backend: Backend,
+    url: String,
+    kubeconfig: PathBuf,
+    work_dir: PathBuf,
+    daemons: Vec<Daemon>,
+    namespaces: Vec<String>,
+}
+
+impl Harness {
+    /// In-process emulator with `deploy/crds/` loaded.
+    pub async fn start() -> Result<Self, Error> {
+        Self::start_with(EmulatorMode::InProcess, Some(crate::crd_dir())).await
+    }
+
+    /// Chooses the emulator mode and CRD directory.
+    pub async fn start_with(mode: EmulatorMode, crds: Option<PathBuf>) -> Result<Self, Error> {
+        let work_dir = std::env::temp_dir().join(format!(
+            "e2e-harness-{}-{}",
+            std::process::id(),
+            crate::free_port()
+        ));
+        std::fs::create_dir_all(&work_dir).map_err(|source| Error::Process {
+            what: format!("creating {}", work_dir.display()),
+            source,
+        })?;
+        let kubeconfig = work_dir.join("kubeconfig");
+        let (backend, url) = match mode {
+            EmulatorMode::InProcess => {
+                let mut cfg = Config {
+                    kubeconfig_out: Some(kubeconfig.clone()),
+                    ..Config::default()
+                };
+                cfg.crd_dirs.extend(crds);
+                let running = Emulator::start(cfg).await?;
+                let url = running.url();
+                (Backend::InProcess(running), url)
+            }
+            EmulatorMode::Process(bin) => {
+                let mut spec = DaemonSpec::new("kube-emulator", bin)
+                    .args([
+                        "--kubeconfig-out".to_string(),
+                        kubeconfig.display().to_string(),
+                    ])
+                    .args([
+                        "--audit-log".to_string(),
+                        work_dir.join("audit.jsonl").display().to_string(),
+                    ]);
+                if let Some(c) = crds {
+                    spec = spec.args(["--crds".to_string(), c.display().to_string()]);
+                }
+                spec.ready_path = "/readyz".into();
+                spec.admin_as_port_flag = true;
+                let mut d = Daemon::spawn(spec, &kubeconfig, &work_dir)?;
+                d.wait_ready(Duration::from_secs(30)).await?;
+                let url = format!("http://{}", d.admin_addr);
+                (Backend::Process(Box::new(d)), url)
+            }
+        };
+        Ok(Harness {
+            backend,
+            url,
+            kubeconfig,
+            work_dir,
+            daemons: Vec::new(),
+            namespaces: Vec::new(),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` of the emulator.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The kubeconfig daemons and kubectl should use.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The private work directory (logs, kubeconfig).
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// A kube-rs client for the emulator.
+    pub fn client(&self) -> kube::Client {
+        let mut cfg = kube::Config::new(self.url.parse().expect("emulator url"));
+        cfg.default_namespace = "default".into();
+        kube::Client::try_from(cfg).expect("kube client")
+    }
+
+    /// The in-process emulator, for admin hooks (logs, faults); None in process mode.
+    pub fn emulator(&self) -> Option<&Running> {
+        match &self.backend {
+            Backend::InProcess(r) => Some(r),
+            Backend::Process(_) => None,
+        }
+    }
+
+    /// Creates a namespace named `e2e-<prefix>-xxxxx`; it is deleted by [`Harness::cleanup`].
+    pub async fn temp_namespace(&mut self, prefix: &str) -> Result<String, Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("e2e-{prefix}-")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let created = api.create(&PostParams::default(), &ns).await?;
+        let name = created.metadata.name.unwrap_or_default();
+        self.namespaces.push(name.clone());
+        Ok(name)
+    }
+
+    /// Deletes a namespace and waits until it is gone (content finalizers must be released by someone).
+    pub async fn delete_namespace(&mut self, name: &str, timeout: Duration) -> Result<(), Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        while api.get_opt(name).await?.is_some() {
+            if tokio::time::Instant::now() > deadline {
+                return Err(Error::Timeout(format!("namespace {name} to be deleted")));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.namespaces.retain(|n| n != name);
+        Ok(())
+    }
+
+    /// Spawns a daemon pointed at the emulator (env `KUBECONFIG`, `ADMIN_ADDR=127.0.0.1:<free port>`).
+    pub fn spawn(&mut self, spec: DaemonSpec) -> Result<&mut Daemon, Error> {
+        let d = Daemon::spawn(spec, &self.kubeconfig, &self.work_dir)?;
+        self.daemons.push(d);
+        Ok(self.daemons.last_mut().expect("just pushed"))
+    }
+
+    /// Spawns a daemon and waits for its `/ready`.
+    pub async fn spawn_ready(
+        &mut self,
+        spec: DaemonSpec,
+        timeout: Duration,
+    ) -> Result<&mut Daemon, Error> {
+        let d = self.spawn(spec)?;
+        d.wait_ready(timeout).await?;
+        Ok(d)
+    }
+
+    /// The daemon with this name.
+    pub fn daemon(&mut self, name: &str) -> Result<&mut Daemon, Error> {
+        self.daemons
+            .iter_mut()
+            .find(|d| d.spec.name == name)
+            .ok_or_else(|| Error::UnknownDaemon(name.into()))
+    }
+
+    /// `kill -9` a daemon.
+    pub async fn kill(&mut self, name: &str) -> Result<(), Error> {
+        self.daemon(name)?.kill().await
+    }
+
+    /// Kill -9 (if running) and start again with the same spec; waits for `/ready`.
+    pub async fn restart(&mut self, name: &str, timeout: Duration) -> Result<(), Error> {
+        let kubeconfig = self.kubeconfig.clone();
+        let d = self.daemon(name)?;
+        d.kill().await?;
+        d.start(&kubeconfig)?;
+        d.wait_ready(timeout).await
+    }
+
+    /// The emulator's request audit log (JSONL).
+    pub fn audit_log(&self) -> String {
+        match &self.backend {
+            Backend::InProcess(r) => r.audit_log(),
+            Backend::Process(d) => http::get(&d.admin_addr, "/emulator/v1/audit")
+                .map(|(_, b)| b)
+                .unwrap_or_default(),
+        }
+    }
+
+    fn snapshot(&self) -> Value {
+        match &self.backend {
+            Backend::InProcess(r) => r.snapshot(),
+            Backend::Process(d) => http::get(&d.admin_addr, "/emulator/v1/snapshot")
+                .ok()
+                .and_then(|(_, b)| serde_json::from_str(&b).ok())
+                .unwrap_or(Value::Null),
+        }
+    }
+
+    /// A human-readable dump: objects in the harness's namespaces plus cluster-scoped custom objects, the
+    /// tail of the audit log, and every daemon's log.
+    pub fn dump(&self) -> String {
+        let mut out = String::from("===== e2e harness dump =====\n");
+        let snap = self.snapshot();
+        out.push_str("----- objects -----\n");
+        for o in snap["objects"].as_array().into_iter().flatten() {
+            let ns = o["metadata"]["namespace"].as_str();
+            let relevant = match ns {
+                Some(n) => self.namespaces.iter().any(|x| x == n),
+                None => {
+                    let av = o["apiVersion"].as_str().unwrap_or_default();
+                    av.contains('.')
+                        && !av.starts_with("apiextensions.k8s.io")
+                        && o["kind"] != "Namespace"
+                }
+            };
+            if relevant {
+                out.push_str(&serde_json::to_string_pretty(o).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+        out.push_str("----- audit log (last 200 requests) -----\n");
+        let audit = self.audit_log();
+        let lines: Vec<&str> = audit.lines().collect();
+        for l in &lines[lines.len().saturating_sub(200)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+        for d in &self.daemons {
+            out.push_str(&format!(
+                "----- daemon {} (started {} times) log -----\n",
+                d.spec.name, d.starts
+            ));
+            out.push_str(&d.log());
+        }
+        out
+    }
+
+    /// Deletes every temporary namespace (waiting for each) and kills every daemon.
+    pub async fn cleanup(&mut self) -> Result<(), Error> {
+        for ns in self.namespaces.clone() {
+            self.delete_namespace(&ns, Duration::from_secs(30)).await?;
+        }
+        for d in &mut self.daemons {
+            d.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let dump = self.dump();
+            let path = self.work_dir.join("dump.txt");
+            let _ = std::fs::write(&path, &dump);
+            // stdout is captured by the test runner and shown with the failure.
+            println!("{dump}\n(dump also written to {})", path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.work_dir);
+        }
+    }
+}
