@@ -65,7 +65,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub(crate) fn spawn(
+    /// Spawns a daemon with this kubeconfig, logging to `<work_dir>/<name>.log`.
+    pub fn spawn(
         spec: DaemonSpec,
         kubeconfig: &std::path::Path,
         work_dir: &std::path::Path,

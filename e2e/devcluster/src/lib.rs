@@ -1,0 +1,162 @@
+//! The dev control plane behind `hack/dev-up.sh`: one command that starts the kube emulator with
+//! `deploy/crds/` loaded, writes `.dev/kubeconfig`, starts every daemon in [`DAEMONS`] as a separate process
+//! pointed at it, prints what to run next, and stays in the foreground until Ctrl-C/SIGTERM.
+//!
+//! ```text
+//! devcluster ─► kube emulator (in-process, 127.0.0.1) ◄── kubectl --kubeconfig .dev/kubeconfig
+//!            └► daemon processes (KUBECONFIG=.dev/kubeconfig, ADMIN_ADDR=127.0.0.1:<free>) ─┘
+//! ```
+//! Invariants: daemons are started only after the emulator serves every CRD; `--check` proves the whole
+//! path (emulator, CRDs, every daemon's `/ready`) and exits 0, so tests and CI can run the same command.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams};
+
+/// One daemon the dev control plane runs: binary name (in the cargo target dir) and extra arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct DaemonEntry {
+    /// Cargo binary name.
+    pub bin: &'static str,
+    /// Extra arguments after the common ones (kubeconfig and admin address come from the environment).
+    pub args: &'static [&'static str],
+}
+
+/// Every daemon started by the dev control plane. Adding a daemon is one line here.
+pub const DAEMONS: &[DaemonEntry] = &[
+    // DaemonEntry { bin: "credentials-projector", args: &[] },
+];
+
+/// Starts the dev control plane.
+#[derive(Debug, Parser)]
+#[command(name = "devcluster", version)]
+pub struct Args {
+    /// Directory for the kubeconfig, daemon logs and the optional snapshot (git-ignored).
+    #[arg(long, env = "DEV_DIR", default_value_os_t = harness::workspace_root().join(".dev"))]
+    pub dev_dir: PathBuf,
+    /// API server port (0 picks a free one).
+    #[arg(long, env = "DEV_PORT", default_value_t = 0)]
+    pub port: u16,
+    /// CRD directory to preload.
+    #[arg(long, env = "DEV_CRDS", default_value_os_t = harness::crd_dir())]
+    pub crds: PathBuf,
+    /// Keep objects across restarts in <dev-dir>/snapshot.json.
+    #[arg(long, env = "DEV_PERSIST")]
+    pub persist: bool,
+    /// Stop after this many seconds instead of waiting for Ctrl-C.
+    #[arg(long, env = "DEV_EXIT_AFTER")]
+    pub exit_after: Option<u64>,
+    /// Start everything, verify it (CRDs served, daemons ready), print the next steps and exit.
+    #[arg(long, env = "DEV_CHECK")]
+    pub check: bool,
+}
+
+/// Runs the dev control plane until a signal, `--exit-after`, or (with `--check`) verification.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.dev_dir)
+        .with_context(|| format!("creating {}", args.dev_dir.display()))?;
+    let kubeconfig = args.dev_dir.join("kubeconfig");
+    let config = kube_emulator::Config {
+        port: args.port,
+        kubeconfig_out: Some(kubeconfig.clone()),
+        crd_dirs: vec![args.crds.clone()],
+        snapshot: args.persist.then(|| args.dev_dir.join("snapshot.json")),
+        audit_log: Some(args.dev_dir.join("audit.jsonl")),
+        ..Default::default()
+    };
+    let emulator = kube_emulator::Emulator::start(config)
+        .await
+        .context("starting the kube emulator")?;
+    let crds: Api<CustomResourceDefinition> = Api::all(emulator.client());
+    let served = crds
+        .list(&ListParams::default())
+        .await
+        .context("listing CRDs")?
+        .items
+        .len();
+    let on_disk = kube_emulator::read_manifests(&args.crds)?
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .count();
+    anyhow::ensure!(
+        served >= on_disk,
+        "only {served} of {on_disk} CRDs are served"
+    );
+
+    let logs = args.dev_dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut daemons = Vec::new();
+    for entry in DAEMONS {
+        let bin = harness::locate_binary(entry.bin).with_context(|| {
+            format!(
+                "{} is not built; run hack/dev-up.sh, which builds every binary",
+                entry.bin
+            )
+        })?;
+        let spec = harness::DaemonSpec::new(entry.bin, bin).args(entry.args.iter().copied());
+        let mut d = harness::Daemon::spawn(spec, &kubeconfig, &logs)?;
+        d.wait_ready(Duration::from_secs(60)).await?;
+        daemons.push(d);
+    }
+
+    let kc = kubeconfig.display();
+    println!("Dev control plane is up.");
+    println!("  API server:  {}", emulator.url());
+    println!("  kubeconfig:  {kc}");
+    println!(
+        "  CRDs:        {served} served from {}",
+        args.crds.display()
+    );
+    if daemons.is_empty() {
+        println!("  daemons:     none yet (add them to DAEMONS in e2e/devcluster/src/lib.rs)");
+    }
+    for d in &daemons {
+        println!(
+            "  daemon:      {} (admin http://{}, log {})",
+            d.spec.name,
+            d.admin_addr,
+            d.log_path.display()
+        );
+    }
+    println!("Next:");
+    println!("  kubectl --kubeconfig {kc} get backupclasses");
+    println!("  kubectl --kubeconfig {kc} api-resources --api-group=backups.cozystack.io");
+    println!("  export KUBECONFIG={kc}   # then plain kubectl works");
+    if args.check {
+        println!("check passed");
+    } else {
+        match args.exit_after {
+            Some(s) => {
+                println!("Stopping after {s}s.");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(s)) => {}
+                    _ = kube_emulator::cli::wait_for_signal() => {}
+                }
+            }
+            None => {
+                println!("Press Ctrl-C to stop.");
+                kube_emulator::cli::wait_for_signal().await;
+            }
+        }
+    }
+    for d in &mut daemons {
+        d.kill().await?;
+    }
+    emulator.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn args_are_consistent() {
+        Args::command().debug_assert();
+    }
+}

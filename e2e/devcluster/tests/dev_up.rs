@@ -1,0 +1,46 @@
+//! The dev control plane command works end to end: `devcluster --check` starts the emulator with
+//! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, and exits 0.
+
+use std::process::Command;
+
+#[test]
+fn check_mode_starts_everything_and_prints_next_steps() {
+    let dev_dir = std::env::temp_dir().join(format!("devcluster-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
+        .args(["--check", "--port", "0", "--dev-dir"])
+        .arg(&dev_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubeconfig = dev_dir.join("kubeconfig");
+    assert!(
+        stdout.contains(&format!(
+            "kubectl --kubeconfig {} get backupclasses",
+            kubeconfig.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("check passed"), "{stdout}");
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(text.contains("server: http://127.0.0.1:"), "{text}");
+    let _ = std::fs::remove_dir_all(&dev_dir);
+}
+
+#[test]
+fn exit_after_serves_until_the_deadline() {
+    let dev_dir = std::env::temp_dir().join(format!("devcluster-exit-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
+        .args(["--exit-after", "1", "--port", "0", "--dev-dir"])
+        .arg(&dev_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("Stopping after 1s."), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dev_dir);
+}
