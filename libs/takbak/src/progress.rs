@@ -49,5 +49,6 @@ pub fn run(ctx: &Ctx, stop: &crossbeam_channel::Receiver<()>) {
             _ => break,
         }
     }
+    let _ = err.write_all(render(ctx).as_bytes());
     let _ = err.write_all(b"\n");
 }
