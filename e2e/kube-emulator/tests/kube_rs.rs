@@ -1240,3 +1240,66 @@ async fn patch_engines_through_kube_rs() {
         (415, "UnsupportedMediaType")
     );
 }
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_instances_then_leaves_discovery() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let emu = emulator().await;
+    let client = emu.client();
+    install_widgets(&client).await;
+    let widgets: Api<Widget> = Api::default_namespaced(client.clone());
+    let mut held = widget("held", 1);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    widgets.create(&PostParams::default(), &held).await.unwrap();
+    widgets
+        .create(&PostParams::default(), &widget("plain", 1))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("plain instance deleted", || async {
+        widgets
+            .get_opt("plain")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        widgets
+            .get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    let err = status(
+        widgets
+            .create(&PostParams::default(), &widget("late", 1))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 405, "{err:?}");
+    widgets
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("crd gone", || async {
+        crds.get_opt("widgets.example.com")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
+    assert!(!discovery.has_group("example.com"));
+}
