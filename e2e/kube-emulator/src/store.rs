@@ -690,11 +690,15 @@ impl State {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        match new["metadata"]["resourceVersion"].as_str() {
-            Some(rv) if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") => {
+        // An RV in the body is a precondition; without one, only built-in PUTs are unconditional.
+        let body_rv = new["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        match body_rv.is_empty() {
+            false if body_rv != meta_str(&old, "resourceVersion") => {
                 return Err(ApiError::conflict(kind, name));
             }
-            _ if put && kind.custom => {
+            true if put && kind.custom => {
                 return Err(ApiError::invalid(
                     kind,
                     name,

@@ -1303,3 +1303,43 @@ async fn deleting_a_crd_deletes_its_instances_then_leaves_discovery() {
     let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
     assert!(!discovery.has_group("example.com"));
 }
+
+#[tokio::test]
+async fn snapshot_on_shutdown_and_reload_on_start() {
+    let path = std::env::temp_dir().join(format!(
+        "kube-emulator-snapshot-{}.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let config = Config {
+        snapshot: Some(path.clone()),
+        ..Config::default()
+    };
+    let emu = emulator_with(config.clone()).await;
+    install_widgets(&emu.client()).await;
+    let widgets: Api<Widget> = Api::default_namespaced(emu.client());
+    let before = widgets
+        .create(&PostParams::default(), &widget("kept", 4))
+        .await
+        .unwrap();
+    emu.shutdown().await;
+
+    let emu = emulator_with(config).await;
+    let widgets: Api<Widget> = Api::default_namespaced(emu.client());
+    let after = widgets.get("kept").await.unwrap();
+    assert_eq!(
+        (after.uid(), after.resource_version(), after.spec.clone()),
+        (before.uid(), before.resource_version(), before.spec.clone())
+    );
+    let next = widgets
+        .create(&PostParams::default(), &widget("new", 1))
+        .await
+        .unwrap();
+    let rv = |w: &Widget| w.resource_version().unwrap().parse::<u64>().unwrap();
+    assert!(
+        rv(&next) > rv(&after),
+        "the counter continues after a reload"
+    );
+    emu.shutdown().await;
+    let _ = std::fs::remove_file(&path);
+}
