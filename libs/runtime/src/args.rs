@@ -1,0 +1,100 @@
+//! clap argument groups shared by every daemon. Each flag has an environment-variable fallback.
+
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// How to reach the Kubernetes API.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ClientArgs {
+    /// Path of a kubeconfig; without it the in-cluster configuration or `~/.kube/config` is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use instead of the current one.
+    #[arg(long, env = "KUBE_CONTEXT")]
+    pub kube_context: Option<String>,
+}
+
+/// The admin HTTP server (`/live`, `/ready`, `/metrics`).
+#[derive(Args, Clone, Debug)]
+pub struct AdminArgs {
+    /// Address of the admin server.
+    #[arg(long, env = "ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    pub admin_addr: SocketAddr,
+}
+
+/// Log output.
+#[derive(Args, Clone, Debug)]
+pub struct LogArgs {
+    /// Log line format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    /// Log filter in `tracing` EnvFilter syntax, e.g. `info` or `info,kube=debug`.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+/// Log line formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Leadership and work leases through the lease service.
+#[derive(Args, Clone, Debug)]
+pub struct LeaseArgs {
+    /// gRPC endpoint of the lease server, or `none` for single-replica mode (this replica always
+    /// leads). Only use `none` when exactly one replica runs.
+    #[arg(long, env = "LEASE_ENDPOINT", default_value = "none")]
+    pub lease_endpoint: String,
+    /// Identity of this replica in leases; defaults to the pod name, else `<hostname>-<pid>`.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+}
+
+impl LeaseArgs {
+    /// True in single-replica mode.
+    pub fn is_single_replica(&self) -> bool {
+        self.lease_endpoint.eq_ignore_ascii_case("none")
+    }
+
+    /// This replica's identity: `--identity`/`POD_NAME`, else `<hostname>-<pid>`.
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "localhost".into());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser, Debug)]
+    struct All {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        admin: AdminArgs,
+        #[command(flatten)]
+        log: LogArgs,
+        #[command(flatten)]
+        lease: LeaseArgs,
+    }
+
+    #[test]
+    fn groups_compose_without_conflicts() {
+        All::command().debug_assert();
+        let all = All::parse_from(["d", "--log-format", "json", "--lease-endpoint", "none"]);
+        assert_eq!(all.log.log_format, LogFormat::Json);
+        assert!(all.lease.is_single_replica());
+        assert!(!all.lease.identity().is_empty());
+    }
+}

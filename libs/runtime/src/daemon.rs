@@ -1,0 +1,85 @@
+//! The standard start-up and run loop of a daemon.
+
+use anyhow::Context as _;
+use serde::Serialize;
+use std::future::Future;
+use std::net::SocketAddr;
+
+use crate::{AdminArgs, AdminServer, ClientArgs, LogArgs, Readiness, Shutdown, metrics::Metrics};
+
+/// Everything a daemon's main needs: a client, the readiness registry, metrics and shutdown.
+pub struct Daemon {
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Readiness checks behind `/ready`.
+    pub readiness: Readiness,
+    /// The Prometheus recorder behind `/metrics`.
+    pub metrics: Metrics,
+    /// Fires on SIGTERM/SIGINT.
+    pub shutdown: Shutdown,
+    admin: AdminServer,
+}
+
+impl Daemon {
+    /// Initialises logging, metrics, signals, the admin listener and the client, and logs the
+    /// version and the effective (non-secret) configuration as the first line.
+    pub async fn start(
+        component: &'static str,
+        client: &ClientArgs,
+        admin: &AdminArgs,
+        log: &LogArgs,
+        effective_config: &impl Serialize,
+    ) -> anyhow::Result<Self> {
+        crate::log::init(log);
+        let config = serde_json::to_value(effective_config).unwrap_or_default();
+        tracing::info!(
+            component,
+            version = env!("CARGO_PKG_VERSION"),
+            config = %config,
+            "starting"
+        );
+        let metrics = Metrics::install();
+        let shutdown = Shutdown::on_signals().context("install signal handlers")?;
+        let readiness = Readiness::default();
+        let admin = AdminServer::bind(admin.admin_addr, readiness.clone(), metrics.clone())
+            .await
+            .with_context(|| format!("bind admin server on {}", admin.admin_addr))?;
+        let client = crate::client(client).await?;
+        tracing::info!(admin_addr = %admin.local_addr()?, "admin server listening");
+        Ok(Self {
+            client,
+            readiness,
+            metrics,
+            shutdown,
+            admin,
+        })
+    }
+
+    /// The admin server's bound address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves the admin server while `main` runs. When `main` returns (normally after shutdown
+    /// fired), the admin server stops too; an error from either is returned.
+    pub async fn run<F>(self, main: F) -> anyhow::Result<()>
+    where
+        F: Future<Output = anyhow::Result<()>>,
+    {
+        let shutdown = self.shutdown.clone();
+        let admin = self.admin.serve(self.shutdown.clone());
+        let main = async move {
+            let result = main.await;
+            // Whatever ended the main future, stop serving.
+            shutdown.trigger();
+            result
+        };
+        let (admin, main) = tokio::join!(admin, main);
+        admin.context("admin server")?;
+        main?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,172 @@
+//! Proves the shared runtime end to end with the `runtime-probe` binary against a stub API server
+//! whose initial list the test releases on demand:
+//! `/ready` is 503 until the watch delivered its initial list, `/metrics` shows the reconcile
+//! metrics, and SIGTERM makes the process exit cleanly.
+
+use axum::{Router, extract::Query, response::IntoResponse, routing::get};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
+
+struct Stub {
+    list_requested: watch::Sender<bool>,
+    release_list: Notify,
+}
+
+async fn configmaps(
+    Query(q): Query<HashMap<String, String>>,
+    axum::extract::State(stub): axum::extract::State<Arc<Stub>>,
+) -> axum::response::Response {
+    if q.get("watch").map(String::as_str) == Some("true") {
+        // A watch that stays open and silent, as an idle real watch does.
+        let body = axum::body::Body::from_stream(futures::stream::pending::<
+            Result<Vec<u8>, std::io::Error>,
+        >());
+        return ([("content-type", "application/json")], body).into_response();
+    }
+    stub.list_requested.send_replace(true);
+    stub.release_list.notified().await;
+    let list = serde_json::json!({
+        "kind": "ConfigMapList", "apiVersion": "v1",
+        "metadata": {"resourceVersion": "10"},
+        "items": [{"metadata": {"name": "a", "namespace": "default", "resourceVersion": "9", "uid": "u1"}}],
+    });
+    axum::Json(list).into_response()
+}
+
+async fn get_text(url: &str) -> (u16, String) {
+    match reqwest::get(url).await {
+        Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, failing after `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Kills the daemon if the test fails before it exited, so no orphan outlives the test.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn ready_after_initial_list_metrics_and_clean_sigterm() {
+    let (tx, mut list_requested) = watch::channel(false);
+    let stub = Arc::new(Stub {
+        list_requested: tx,
+        release_list: Notify::new(),
+    });
+    let app = Router::new()
+        .route("/api/v1/configmaps", get(configmaps))
+        .with_state(stub.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = std::env::temp_dir().join(format!("runtime-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster: {{server: 'http://{api_addr}'}}\n\
+             users:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context: {{cluster: stub, user: stub}}\n\
+             current-context: stub\n"
+        ),
+    )
+    .unwrap();
+
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_runtime-probe"))
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut child.0;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let admin = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("probe prints its admin address")
+        .to_owned();
+
+    // The daemon is now blocked on its initial list: it must not claim readiness.
+    tokio::time::timeout(Duration::from_secs(20), list_requested.wait_for(|r| *r))
+        .await
+        .expect("the probe lists ConfigMaps")
+        .unwrap();
+    let (code, body) = get_text(&format!("http://{admin}/ready")).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (503, "not ready watch ConfigMap: pending\n")
+    );
+    assert_eq!(
+        get_text(&format!("http://{admin}/live")).await,
+        (200, "ok\n".into())
+    );
+
+    stub.release_list.notify_one();
+    let body = eventually("ready", Duration::from_secs(20), || async {
+        let (code, body) = get_text(&format!("http://{admin}/ready")).await;
+        (code == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(body, "ok watch ConfigMap\n");
+
+    let metrics = eventually("reconcile metrics", Duration::from_secs(20), || async {
+        let (_, body) = get_text(&format!("http://{admin}/metrics")).await;
+        body.contains(
+            r#"cozy_backups_runtime_probe_reconcile_runs_total{controller="configmaps"} 1"#,
+        )
+        .then_some(body)
+    })
+    .await;
+    assert!(
+        metrics.contains(r#"cozy_backups_runtime_probe_reconcile_duration_seconds_count{controller="configmaps"} 1"#),
+        "{metrics}"
+    );
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = eventually("exit after SIGTERM", Duration::from_secs(20), || {
+        let status = child.try_wait().unwrap();
+        async move { status }
+    })
+    .await;
+    assert!(exit.success(), "probe exited with {exit}");
+    std::fs::remove_dir_all(&dir).ok();
+}
