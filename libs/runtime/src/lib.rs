@@ -58,3 +58,19 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
     };
     kube::Client::try_from(config).context("build Kubernetes client")
 }
+
+/// Leadership and work leases from the lease arguments: `--lease-endpoint=none` gives the
+/// single-replica mode (always leader, every work lease granted).
+pub async fn leases(
+    args: &LeaseArgs,
+    component: &'static str,
+) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
+    if args.is_single_replica() {
+        tracing::info!(component, "single-replica mode: this replica always leads");
+        return Ok((lease::LeaderElector::single_replica(), lease::WorkLeases::single_replica()));
+    }
+    anyhow::bail!(
+        "--lease-endpoint={}: the lease service client is not implemented yet; run one replica with --lease-endpoint=none",
+        args.lease_endpoint
+    )
+}
