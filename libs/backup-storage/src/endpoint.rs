@@ -112,10 +112,10 @@ fn parse_host(host: &str) -> Option<String> {
         }
         return Some(host.to_owned());
     }
-    if let Some(i) = host.rfind(':') {
-        if !valid_optional_port(&host[i..]) {
-            return None; // "invalid port"
-        }
+    if let Some(i) = host.rfind(':')
+        && !valid_optional_port(&host[i..])
+    {
+        return None; // "invalid port"
     }
     let allowed =
         |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]<>\"%".contains(&b) || b >= 0x80;
