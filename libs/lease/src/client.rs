@@ -3,6 +3,10 @@
 //! A daemon gates a singleton loop on `LeaderElector::subscribe()` (a `watch::Receiver<Leadership>`)
 //! and stops acting the moment it reads `Following`. A work lease is held while a replica drives one
 //! object; [`WorkLease::lost`] completes when the holder must stop acting on it.
+//!
+//! Both come in two modes: single-replica (`--lease-endpoint=none`: always leading, every work
+//! lease granted with token 0, never lost) and networked, built by [`crate::LeaseClient`], whose
+//! background tasks keep the leases renewed (see [`crate::net`]).
 
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -38,7 +42,8 @@ impl Leadership {
 /// Errors of the lease client.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    /// The lease service could not be reached or answered with an error.
+    /// The lease service could not be reached or answered with an error (the message carries the
+    /// gRPC status code, e.g. `InvalidArgument` for a TTL above the server's maximum).
     #[error("lease service unavailable: {0}")]
     Unavailable(String),
 }
@@ -55,7 +60,10 @@ impl LeaderElector {
     /// Single-replica mode: always leading, token 0.
     pub fn single_replica() -> Self {
         let (tx, rx) = watch::channel(Leadership::Leading { token: 0 });
-        Self { rx, _tx: Some(Arc::new(tx)) }
+        Self {
+            rx,
+            _tx: Some(Arc::new(tx)),
+        }
     }
 
     /// An elector driven by `rx` (used by the networked client and by tests).
@@ -77,26 +85,49 @@ impl LeaderElector {
 /// Acquires per-object work leases (`<component>/<kind>/<namespace>/<name>`).
 #[derive(Clone, Debug)]
 pub struct WorkLeases {
-    single_replica: bool,
+    mode: Mode,
+}
+
+#[derive(Clone, Debug)]
+enum Mode {
+    SingleReplica,
+    Networked(crate::LeaseClient),
 }
 
 impl WorkLeases {
     /// Single-replica mode: every lease is granted at once with token 0 and never lost.
     pub fn single_replica() -> Self {
-        Self { single_replica: true }
+        Self {
+            mode: Mode::SingleReplica,
+        }
     }
 
-    /// Tries to acquire the work lease `name`: `Ok(None)` when another replica holds it.
-    pub async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
-        if self.single_replica {
-            let (tx, rx) = watch::channel(false);
-            return Ok(Some(WorkLease { name: name.into(), token: 0, lost: rx, _tx: Some(tx) }));
+    pub(crate) fn networked(client: crate::LeaseClient) -> Self {
+        Self {
+            mode: Mode::Networked(client),
         }
-        Err(LeaseError::Unavailable("networked work leases are not implemented yet".into()))
+    }
+
+    /// Tries to acquire the work lease `name`: `Ok(None)` when another replica holds it (or the
+    /// lease server is in its post-restart quiet period). A granted lease is renewed in the
+    /// background until it is lost or dropped; dropping it releases it.
+    pub async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        match &self.mode {
+            Mode::SingleReplica => {
+                let (tx, rx) = watch::channel(false);
+                Ok(Some(WorkLease {
+                    name: name.into(),
+                    token: 0,
+                    lost: rx,
+                    _tx: Some(tx),
+                }))
+            }
+            Mode::Networked(client) => client.try_acquire(name).await,
+        }
     }
 }
 
-/// A held work lease.
+/// A held work lease. Dropping it releases the lease (networked mode).
 #[derive(Debug)]
 pub struct WorkLease {
     name: String,
@@ -106,6 +137,16 @@ pub struct WorkLease {
 }
 
 impl WorkLease {
+    /// A lease whose background renewal task reports loss through `lost`.
+    pub(crate) fn networked(name: String, token: u64, lost: watch::Receiver<bool>) -> Self {
+        Self {
+            name,
+            token,
+            lost,
+            _tx: None,
+        }
+    }
+
     /// The lease name.
     pub fn name(&self) -> &str {
         &self.name
@@ -137,7 +178,14 @@ mod tests {
         assert_eq!(elector.current(), Leadership::Leading { token: 0 });
         assert!(elector.subscribe().borrow().is_leading());
         let leases = WorkLeases::single_replica();
-        let lease = leases.try_acquire("x/BackupJob/ns/a").await.unwrap().unwrap();
-        assert_eq!((lease.name(), lease.token(), lease.is_lost()), ("x/BackupJob/ns/a", 0, false));
+        let lease = leases
+            .try_acquire("x/BackupJob/ns/a")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (lease.name(), lease.token(), lease.is_lost()),
+            ("x/BackupJob/ns/a", 0, false)
+        );
     }
 }

@@ -1,0 +1,473 @@
+//! The networked client: a [`LeaseClient`] on one gRPC channel, the background tasks behind a
+//! networked [`LeaderElector`] and [`WorkLease`], and the reachability signal behind a daemon's
+//! `lease` readiness check.
+//!
+//! ```text
+//!  elector task ─ follower: Acquire ──granted──► Leading{token} ─ hold: Renew every ttl/3 ──┐
+//!      ▲              │ held by other / quiet period / error                                 │
+//!      │              ▼                                                                      │
+//!      │         wait for Watch(name) RELEASED/EXPIRED, or the retry hint, or ttl            │
+//!      └──── Following ◄── lost: deadline passed, NOT_FOUND, FAILED_PRECONDITION ◄───────────┘
+//!
+//!  work lease task ─ hold: Renew every ttl/3 ─ lost ─► WorkLease::lost() completes
+//!                                            └ WorkLease dropped ─► Release
+//! ```
+//!
+//! Invariant (the client's half of the safety argument, see docs/lease.md): a holder stops acting
+//! at `sent + ttl - margin` on its own monotonic clock, where `sent` is when it *sent* its last
+//! successful Acquire or Renew. The server received that request later and expires the lease at
+//! `received + ttl`, so the holder always stops first, whatever the server answers later and
+//! whether or not the server can be reached at all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
+use crate::pb;
+use crate::pb::lease_service_client::LeaseServiceClient;
+
+/// Timing of a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// The TTL asked for every lease (at most the server's `--max-ttl`).
+    pub ttl: Duration,
+    /// How long before its TTL runs out (counted from the send time of the last successful
+    /// Acquire/Renew) a holder considers the lease lost.
+    pub margin: Duration,
+    /// Time allowed for one unary call.
+    pub rpc_timeout: Duration,
+}
+
+impl ClientOptions {
+    /// Options for `ttl`: margin a fifth of it, renewals every third, calls time out after a
+    /// quarter.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            margin: ttl / 5,
+            rpc_timeout: ttl / 4,
+        }
+    }
+
+    fn renew_every(&self) -> Duration {
+        self.ttl / 3
+    }
+
+    fn retry_every(&self) -> Duration {
+        (self.ttl / 10).max(Duration::from_millis(20))
+    }
+
+    /// How long after sending its last successful call a holder may still act.
+    pub fn deadline_span(&self) -> Duration {
+        self.ttl.saturating_sub(self.margin)
+    }
+}
+
+impl Default for ClientOptions {
+    /// A 15 s TTL.
+    fn default() -> Self {
+        Self::with_ttl(Duration::from_secs(15))
+    }
+}
+
+/// Whether this client can talk to the lease server (behind the daemon's `lease` readiness check).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reachability {
+    /// No call has been answered yet.
+    Pending,
+    /// The server answered within the last deadline span.
+    Reachable,
+    /// No answer for longer than the deadline span: every lease of this client is lost.
+    Unreachable(String),
+}
+
+/// A connection to the lease server for one replica identity. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LeaseClient {
+    rpc: LeaseServiceClient<Channel>,
+    identity: Arc<str>,
+    options: ClientOptions,
+}
+
+/// A definitive answer versus a failure to get one.
+enum CallError {
+    /// The server answered that the lease is gone (NOT_FOUND, FAILED_PRECONDITION) or refused the
+    /// request outright (INVALID_ARGUMENT): retrying the same request cannot help.
+    Refused(tonic::Status),
+    /// No answer (connection refused, timeout, UNAVAILABLE, …): retry until the deadline.
+    Transient(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Refused(s) => write!(f, "{:?}: {}", s.code(), s.message()),
+            CallError::Transient(s) => f.write_str(s),
+        }
+    }
+}
+
+fn classify(status: tonic::Status) -> CallError {
+    match status.code() {
+        Code::NotFound | Code::FailedPrecondition | Code::InvalidArgument => {
+            CallError::Refused(status)
+        }
+        _ => CallError::Transient(format!("{:?}: {}", status.code(), status.message())),
+    }
+}
+
+/// A lease this client holds, kept renewed by [`LeaseClient::hold`].
+struct Holding {
+    name: String,
+    token: u64,
+    proof: Vec<u8>,
+    /// When the holder must stop acting.
+    deadline: Instant,
+    /// Send time of the last successful call.
+    last_sent: Instant,
+}
+
+/// How holding a lease ended.
+enum HoldEnd {
+    Lost(String),
+    Stopped,
+}
+
+enum AcquireOutcome {
+    Granted(Holding),
+    NotGranted { retry_after: Duration },
+}
+
+impl LeaseClient {
+    /// A client for `endpoint` (`host:port` or `http://host:port`) that connects on first use and
+    /// reconnects by itself, so a daemon starts even while the lease server is down.
+    pub fn connect_lazy(
+        endpoint: &str,
+        identity: impl Into<String>,
+        options: ClientOptions,
+    ) -> Result<Self, LeaseError> {
+        let url = if endpoint.contains("://") {
+            endpoint.to_owned()
+        } else {
+            format!("http://{endpoint}")
+        };
+        let channel = Endpoint::from_shared(url)
+            .map_err(|e| LeaseError::Unavailable(format!("invalid endpoint {endpoint}: {e}")))?
+            .connect_timeout(options.rpc_timeout)
+            // Notice a silently dead connection (a partition) well within one TTL.
+            .http2_keep_alive_interval(options.renew_every())
+            .keep_alive_timeout(options.rpc_timeout)
+            .keep_alive_while_idle(true)
+            .connect_lazy();
+        Ok(Self {
+            rpc: LeaseServiceClient::new(channel),
+            identity: identity.into().into(),
+            options,
+        })
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The timing options.
+    pub fn options(&self) -> ClientOptions {
+        self.options
+    }
+
+    /// Starts contending for the lease `name` (normally `<component>/leader`) in the background.
+    /// The task runs while any clone of the elector or any receiver it handed out lives; when the
+    /// last is dropped it releases the lease if it holds it.
+    pub fn elector(&self, name: impl Into<String>) -> LeaderElector {
+        let (tx, rx) = watch::channel(Leadership::Following);
+        let client = self.clone();
+        let name = name.into();
+        tokio::spawn(async move { client.run_elector(name, tx).await });
+        LeaderElector::from_receiver(rx)
+    }
+
+    /// Per-object work leases through this client.
+    pub fn work_leases(&self) -> WorkLeases {
+        WorkLeases::networked(self.clone())
+    }
+
+    /// Tracks whether the server answers, probing it with `Get(probe_name)` every third of the TTL.
+    /// The probe task stops when the last receiver is dropped.
+    pub fn reachability(&self, probe_name: impl Into<String>) -> watch::Receiver<Reachability> {
+        let (tx, rx) = watch::channel(Reachability::Pending);
+        let client = self.clone();
+        let name = probe_name.into();
+        tokio::spawn(async move {
+            let span = client.options.deadline_span();
+            let mut last_ok: Option<Instant> = None;
+            let started = Instant::now();
+            loop {
+                let mut rpc = client.rpc.clone();
+                let probe = tokio::time::timeout(
+                    client.options.rpc_timeout,
+                    rpc.get(pb::GetRequest { name: name.clone() }),
+                )
+                .await;
+                let now = Instant::now();
+                match probe {
+                    // NOT_FOUND is an answer too: the server is there.
+                    Ok(Ok(_)) => last_ok = Some(now),
+                    Ok(Err(s)) if s.code() == Code::NotFound => last_ok = Some(now),
+                    Ok(Err(s)) => {
+                        client.mark_unreachable(&tx, last_ok, started, now, span, &s.to_string())
+                    }
+                    Err(_) => client.mark_unreachable(&tx, last_ok, started, now, span, "timeout"),
+                }
+                if last_ok == Some(now) {
+                    tx.send_if_modified(|r| {
+                        let changed = *r != Reachability::Reachable;
+                        if changed && matches!(r, Reachability::Unreachable(_)) {
+                            tracing::info!("lease server reachable again");
+                        }
+                        *r = Reachability::Reachable;
+                        changed
+                    });
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(client.options.renew_every()) => {}
+                }
+            }
+        });
+        rx
+    }
+
+    fn mark_unreachable(
+        &self,
+        tx: &watch::Sender<Reachability>,
+        last_ok: Option<Instant>,
+        started: Instant,
+        now: Instant,
+        span: Duration,
+        error: &str,
+    ) {
+        let since = last_ok.unwrap_or(started);
+        if now.duration_since(since) >= span {
+            let detail = format!(
+                "no answer from the lease server for {} ms (last error: {error})",
+                now.duration_since(since).as_millis()
+            );
+            tx.send_if_modified(|r| {
+                let changed = !matches!(r, Reachability::Unreachable(_));
+                if changed {
+                    tracing::warn!(%detail, "lease server unreachable; every lease of this replica is lost");
+                }
+                *r = Reachability::Unreachable(detail.clone());
+                changed
+            });
+        }
+    }
+
+    async fn acquire(&self, name: &str) -> Result<AcquireOutcome, CallError> {
+        let sent = Instant::now();
+        let mut rpc = self.rpc.clone();
+        let request = pb::AcquireRequest {
+            name: name.into(),
+            holder: self.identity.to_string(),
+            ttl_ms: millis(self.options.ttl),
+        };
+        let response = tokio::time::timeout(self.options.rpc_timeout, rpc.acquire(request))
+            .await
+            .map_err(|_| CallError::Transient("Acquire timed out".into()))?
+            .map_err(classify)?
+            .into_inner();
+        if !response.acquired {
+            return Ok(AcquireOutcome::NotGranted {
+                retry_after: Duration::from_millis(response.retry_after_ms),
+            });
+        }
+        let lease = response
+            .lease
+            .ok_or_else(|| CallError::Transient("Acquire answer without a lease".into()))?;
+        Ok(AcquireOutcome::Granted(Holding {
+            name: name.into(),
+            token: lease.token,
+            proof: response.proof,
+            deadline: sent + self.options.deadline_span(),
+            last_sent: sent,
+        }))
+    }
+
+    async fn renew(&self, h: &mut Holding) -> Result<(), CallError> {
+        let sent = Instant::now();
+        let mut rpc = self.rpc.clone();
+        let request = pb::RenewRequest {
+            name: h.name.clone(),
+            holder: self.identity.to_string(),
+            token: h.token,
+            ttl_ms: millis(self.options.ttl),
+            proof: h.proof.clone(),
+        };
+        let response = tokio::time::timeout(self.options.rpc_timeout, rpc.renew(request))
+            .await
+            .map_err(|_| CallError::Transient("Renew timed out".into()))?
+            .map_err(classify)?
+            .into_inner();
+        h.proof = response.proof;
+        h.last_sent = sent;
+        h.deadline = sent + self.options.deadline_span();
+        Ok(())
+    }
+
+    async fn release(&self, h: &Holding) {
+        let mut rpc = self.rpc.clone();
+        let request = pb::ReleaseRequest {
+            name: h.name.clone(),
+            holder: self.identity.to_string(),
+            token: h.token,
+        };
+        match tokio::time::timeout(self.options.rpc_timeout, rpc.release(request)).await {
+            Ok(Ok(_)) => tracing::debug!(name = %h.name, token = h.token, "released"),
+            Ok(Err(e)) => {
+                tracing::debug!(name = %h.name, error = %e, "release refused (it expires anyway)")
+            }
+            Err(_) => tracing::debug!(name = %h.name, "release timed out (it expires anyway)"),
+        }
+    }
+
+    /// Keeps `h` renewed until it is lost or `stop` completes (then it is released). Returns at
+    /// the deadline at the latest when no renewal succeeds.
+    async fn hold(&self, h: &mut Holding, stop: impl std::future::Future<Output = ()>) -> HoldEnd {
+        tokio::pin!(stop);
+        let mut next = h.last_sent + self.options.renew_every();
+        loop {
+            tokio::select! {
+                _ = &mut stop => {
+                    self.release(h).await;
+                    return HoldEnd::Stopped;
+                }
+                _ = tokio::time::sleep_until(next.min(h.deadline)) => {}
+            }
+            if Instant::now() >= h.deadline {
+                return HoldEnd::Lost("no renewal succeeded before the deadline".into());
+            }
+            let deadline = h.deadline;
+            let attempt = tokio::select! {
+                _ = &mut stop => {
+                    self.release(h).await;
+                    return HoldEnd::Stopped;
+                }
+                r = tokio::time::timeout_at(deadline, self.renew(h)) => r,
+            };
+            match attempt {
+                Err(_) => return HoldEnd::Lost("no renewal succeeded before the deadline".into()),
+                Ok(Ok(())) => next = h.last_sent + self.options.renew_every(),
+                Ok(Err(CallError::Refused(s))) => {
+                    return HoldEnd::Lost(format!(
+                        "the server refused the renewal: {}",
+                        s.message()
+                    ));
+                }
+                Ok(Err(e @ CallError::Transient(_))) => {
+                    tracing::debug!(name = %h.name, error = %e, "renewal failed; retrying until the deadline");
+                    next = Instant::now() + self.options.retry_every();
+                }
+            }
+        }
+    }
+
+    async fn run_elector(self, name: String, tx: watch::Sender<Leadership>) {
+        let wake = Notify::new();
+        tokio::select! {
+            _ = self.contend(&name, &tx, &wake) => {}
+            _ = self.watch_frees(&name, &wake) => {}
+        }
+    }
+
+    async fn contend(&self, name: &str, tx: &watch::Sender<Leadership>, wake: &Notify) {
+        loop {
+            let wait = match self.acquire(name).await {
+                Ok(AcquireOutcome::Granted(mut h)) => {
+                    if Instant::now() < h.deadline {
+                        tracing::info!(name, token = h.token, identity = %self.identity, "leading");
+                        tx.send_replace(Leadership::Leading { token: h.token });
+                        let end = self.hold(&mut h, tx.closed()).await;
+                        tx.send_replace(Leadership::Following);
+                        match end {
+                            HoldEnd::Stopped => return,
+                            HoldEnd::Lost(reason) => {
+                                tracing::warn!(name, token = h.token, %reason, "lost leadership; following")
+                            }
+                        }
+                    }
+                    self.options.retry_every()
+                }
+                Ok(AcquireOutcome::NotGranted { retry_after }) => {
+                    retry_after.clamp(Duration::from_millis(10), self.options.ttl)
+                }
+                Err(e) => {
+                    tracing::debug!(name, error = %e, "acquire failed");
+                    self.options.retry_every()
+                }
+            };
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Wakes the contender when `name` is released or expires (or is found free when a watch
+    /// (re)starts), so a standby takes over at once instead of at its next retry.
+    async fn watch_frees(&self, name: &str, wake: &Notify) {
+        use pb::watch_event::Type;
+        loop {
+            let mut rpc = self.rpc.clone();
+            if let Ok(response) = rpc
+                .watch(pb::WatchRequest {
+                    prefix: name.into(),
+                })
+                .await
+            {
+                let mut stream = response.into_inner();
+                let mut held = false;
+                while let Some(Ok(event)) = stream.next().await {
+                    let is_ours = event.lease.as_ref().is_some_and(|l| l.name == name);
+                    match Type::try_from(event.r#type) {
+                        Ok(Type::Snapshot) if is_ours => held = true,
+                        Ok(Type::Synced) if !held => wake.notify_one(),
+                        Ok(Type::Released | Type::Expired) if is_ours => wake.notify_one(),
+                        _ => {}
+                    }
+                }
+            }
+            tokio::time::sleep(self.options.retry_every()).await;
+        }
+    }
+
+    pub(crate) async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        let mut h = match self.acquire(name).await {
+            Ok(AcquireOutcome::Granted(h)) => h,
+            Ok(AcquireOutcome::NotGranted { .. }) => return Ok(None),
+            Err(e) => return Err(LeaseError::Unavailable(e.to_string())),
+        };
+        let (lost_tx, lost_rx) = watch::channel(false);
+        let lease = WorkLease::networked(name.into(), h.token, lost_rx);
+        let client = self.clone();
+        tokio::spawn(async move {
+            // The task ends when the WorkLease (the only receiver) is dropped: it then releases.
+            if let HoldEnd::Lost(reason) = client.hold(&mut h, lost_tx.closed()).await {
+                tracing::warn!(name = %h.name, token = h.token, %reason, "work lease lost");
+                lost_tx.send_replace(true);
+            }
+        });
+        Ok(Some(lease))
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,886 @@
+//! The lease server's state machine: pure, synchronous, over an injected clock ([`Now`]).
+//!
+//! ```text
+//!  Acquire ─► free? ──yes──► quiet period? ──no──► grant (new token) ─► Event::Acquired
+//!               │ no                 └─yes─► refuse, retry after the quiet period
+//!               └─ same holder? ──yes──► extend (same token)   no ──► refuse, retry after its expiry
+//!  Renew   ─► held with this holder+token? ──► extend by the TTL from now
+//!               └─ free + token of an earlier epoch + valid unexpired proof ──► restore (same token)
+//!  Release ─► held with this holder+token? ──► remove ─► Event::Released
+//!  expire_due(now) ─► every lease whose expiry passed ─► Event::Expired
+//! ```
+//!
+//! Invariants:
+//! * **Fencing tokens strictly increase per name, also across restarts.** A token is
+//!   `epoch << 40 | counter`: the epoch is persisted and incremented by every server start (the
+//!   caller loads it, see [`Epoch`]), and the counter increases with every grant of this process.
+//!   A restored lease keeps its earlier-epoch token, which is lower than every token of this epoch.
+//! * **At most one holder per name at any instant**, on the server's monotonic clock.
+//! * **Restart safety.** For one maximum TTL after start the table grants nothing new (it cannot
+//!   know who still believes it holds a lease); the only leases that come back are those whose
+//!   holder renews with a token from an earlier epoch *and* the proof the earlier process handed
+//!   out with that grant: an HMAC over (name, holder, token, wall-clock expiry) under the key kept
+//!   with the epoch. A valid proof shows the earlier process granted exactly that lease until that
+//!   expiry, so no other grant of the name can have existed since; an expired proof is refused.
+//!   After the quiet period every earlier-epoch proof has expired anyway (clocks permitting), so
+//!   the rule needs no time limit of its own.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Bits of a token that count grants within one epoch.
+pub const COUNTER_BITS: u32 = 40;
+/// The largest epoch a token can carry.
+pub const MAX_EPOCH: u64 = (1 << (64 - COUNTER_BITS)) - 1;
+const COUNTER_MASK: u64 = (1 << COUNTER_BITS) - 1;
+
+/// The epoch of a token.
+pub fn token_epoch(token: u64) -> u64 {
+    token >> COUNTER_BITS
+}
+
+/// A point in time as the state machine sees it: the server's monotonic clock, plus its wall clock
+/// (used only for restart proofs, which must be checked by a later process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic time: expiry and the quiet period are measured on it.
+    pub mono: Instant,
+    /// Wall-clock Unix milliseconds.
+    pub unix_ms: i64,
+}
+
+impl Now {
+    /// The current time of this process.
+    pub fn system() -> Self {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Self {
+            mono: Instant::now(),
+            unix_ms,
+        }
+    }
+
+    /// This time plus `d` on both clocks (tests step time with it).
+    pub fn after(self, d: Duration) -> Self {
+        Self {
+            mono: self.mono + d,
+            unix_ms: self.unix_ms + millis(d) as i64,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a server start loaded from (and already persisted to) its epoch object.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Epoch {
+    /// This process's epoch: one more than the previous process's, at least 1.
+    pub number: u64,
+    /// The key of restart proofs; the same for every epoch of one installation.
+    pub proof_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The proof key never reaches a log line.
+        f.debug_struct("Epoch")
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Limits of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest TTL a client may ask for; also the length of the post-restart quiet period.
+    pub max_ttl: Duration,
+}
+
+/// One current grant, as answered to clients and carried by events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Lease name.
+    pub name: String,
+    /// Holder identity.
+    pub holder: String,
+    /// TTL of the grant.
+    pub ttl: Duration,
+    /// Time left until the server expires it, at the time of the answer.
+    pub remaining: Duration,
+    /// Wall-clock expiry, Unix milliseconds.
+    pub expires_unix_ms: i64,
+    /// Fencing token.
+    pub token: u64,
+}
+
+/// A grant handed to its holder, with the proof that restores it after a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The grant.
+    pub grant: Grant,
+    /// Restart proof: wall-clock expiry (8 bytes, big endian) followed by the HMAC-SHA256.
+    pub proof: Vec<u8>,
+}
+
+/// The answer to an acquisition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The caller holds the lease (newly granted, or already its own and now extended).
+    Granted(Held),
+    /// Someone else holds it; try again after its expiry at the earliest.
+    HeldByOther {
+        /// The current grant.
+        current: Grant,
+    },
+    /// The server restarted less than one maximum TTL ago and grants nothing new yet.
+    QuietPeriod {
+        /// Time until the quiet period ends.
+        retry_after: Duration,
+    },
+}
+
+/// Why the renewal of a previous-epoch token was or was not a restore; used for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RenewKind {
+    /// An ordinary renewal of a current grant.
+    Extended,
+    /// A lease of an earlier epoch came back with a valid proof.
+    Restored,
+}
+
+/// A change other clients may want to hear about at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Granted, or restored after a restart.
+    Acquired(Grant),
+    /// Released by its holder.
+    Released(Grant),
+    /// Expired without renewal.
+    Expired(Grant),
+}
+
+impl Event {
+    /// The grant the event is about.
+    pub fn grant(&self) -> &Grant {
+        match self {
+            Event::Acquired(g) | Event::Released(g) | Event::Expired(g) => g,
+        }
+    }
+}
+
+/// Refusals of the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// The request is malformed (empty name or holder, a TTL out of range).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The lease is not held: it expired, was released or never existed.
+    #[error("lease {name} is not held (expired, released or never granted)")]
+    NotHeld {
+        /// Lease name.
+        name: String,
+    },
+    /// The holder or token does not match the current grant, or an earlier-epoch token came without
+    /// a valid, unexpired proof: the caller lost the lease.
+    #[error("lease {name}: token {token} of {holder} is stale")]
+    StaleToken {
+        /// Lease name.
+        name: String,
+        /// The caller.
+        holder: String,
+        /// The token presented.
+        token: u64,
+    },
+    /// Every token of this epoch has been used; restart the server to move to the next epoch.
+    #[error("the tokens of epoch {0} are exhausted; restart the lease server")]
+    TokensExhausted(u64),
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    holder: String,
+    token: u64,
+    ttl: Duration,
+    expires: Instant,
+    expires_unix_ms: i64,
+}
+
+/// Every lease of one server process.
+pub struct LeaseTable {
+    epoch: u64,
+    proof_key: Vec<u8>,
+    limits: Limits,
+    started: Instant,
+    counter: u64,
+    leases: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for LeaseTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseTable")
+            .field("epoch", &self.epoch)
+            .field("leases", &self.leases.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseTable {
+    /// A table for a process that started at `started` with the persisted `epoch`.
+    pub fn new(epoch: Epoch, limits: Limits, started: Instant) -> Self {
+        Self {
+            epoch: epoch.number.min(MAX_EPOCH),
+            proof_key: epoch.proof_key,
+            limits,
+            started,
+            counter: 0,
+            leases: BTreeMap::new(),
+        }
+    }
+
+    /// This process's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Number of leases held (including ones past expiry that `expire_due` has not removed yet).
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// True when no lease is held.
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    /// Time left in the post-restart quiet period, if it has not ended.
+    pub fn quiet_remaining(&self, now: Now) -> Option<Duration> {
+        let end = self.started + self.limits.max_ttl;
+        (now.mono < end).then(|| end - now.mono)
+    }
+
+    /// Removes every lease whose expiry passed.
+    pub fn expire_due(&mut self, now: Now) -> Vec<Event> {
+        let due: Vec<String> = self
+            .leases
+            .iter()
+            .filter(|(_, e)| e.expires <= now.mono)
+            .map(|(n, _)| n.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|name| {
+                let entry = self.leases.remove(&name)?;
+                Some(Event::Expired(grant(&name, &entry, now)))
+            })
+            .collect()
+    }
+
+    /// Acquires `name` for `holder` (see [`Acquired`]). Events: the expiries it processed first and
+    /// the grant, if any.
+    pub fn acquire(
+        &mut self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Now,
+    ) -> Result<(Acquired, Vec<Event>), StateError> {
+        self.validate(name, holder, Some(ttl))?;
+        let mut events = self.expire_due(now);
+        if let Some(entry) = self.leases.get_mut(name) {
+            if entry.holder == holder {
+                // The same identity asking again (typically a retry whose answer was lost): it
+                // keeps its token and gets a fresh expiry, exactly like a renewal.
+                extend(entry, ttl, now);
+                let held = self.held(name, now);
+                return Ok((Acquired::Granted(held), events));
+            }
+            let current = grant(name, entry, now);
+            return Ok((Acquired::HeldByOther { current }, events));
+        }
+        if let Some(retry_after) = self.quiet_remaining(now) {
+            return Ok((Acquired::QuietPeriod { retry_after }, events));
+        }
+        if self.counter >= COUNTER_MASK {
+            return Err(StateError::TokensExhausted(self.epoch));
+        }
+        self.counter += 1;
+        let token = (self.epoch << COUNTER_BITS) | self.counter;
+        let mut entry = Entry {
+            holder: holder.into(),
+            token,
+            ttl,
+            expires: now.mono,
+            expires_unix_ms: now.unix_ms,
+        };
+        extend(&mut entry, ttl, now);
+        self.leases.insert(name.into(), entry);
+        let held = self.held(name, now);
+        events.push(Event::Acquired(held.grant.clone()));
+        Ok((Acquired::Granted(held), events))
+    }
+
+    /// Renews `name`: extends a current grant, or restores an earlier epoch's grant that comes
+    /// with a valid, unexpired proof.
+    pub fn renew(
+        &mut self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+        proof: &[u8],
+        now: Now,
+    ) -> Result<(Held, RenewKind, Vec<Event>), StateError> {
+        self.validate(name, holder, Some(ttl))?;
+        let mut events = self.expire_due(now);
+        let stale = || StateError::StaleToken {
+            name: name.into(),
+            holder: holder.into(),
+            token,
+        };
+        if let Some(entry) = self.leases.get_mut(name) {
+            if entry.holder != holder || entry.token != token {
+                return Err(stale());
+            }
+            extend(entry, ttl, now);
+            return Ok((self.held(name, now), RenewKind::Extended, events));
+        }
+        if token_epoch(token) >= self.epoch {
+            // A grant of this process that expired or was released: it is gone for good.
+            return Err(StateError::NotHeld { name: name.into() });
+        }
+        // A grant of an earlier process: restore it only if its proof is genuine and unexpired.
+        let Some(expires_unix_ms) = self.verify_proof(name, holder, token, proof) else {
+            return Err(stale());
+        };
+        if expires_unix_ms <= now.unix_ms {
+            return Err(stale());
+        }
+        let mut entry = Entry {
+            holder: holder.into(),
+            token,
+            ttl,
+            expires: now.mono,
+            expires_unix_ms: now.unix_ms,
+        };
+        extend(&mut entry, ttl, now);
+        self.leases.insert(name.into(), entry);
+        let held = self.held(name, now);
+        events.push(Event::Acquired(held.grant.clone()));
+        Ok((held, RenewKind::Restored, events))
+    }
+
+    /// Releases `name` if `holder` holds it with `token`.
+    pub fn release(
+        &mut self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        now: Now,
+    ) -> Result<Vec<Event>, StateError> {
+        self.validate(name, holder, None)?;
+        let mut events = self.expire_due(now);
+        let Some(entry) = self.leases.get(name) else {
+            return Err(StateError::NotHeld { name: name.into() });
+        };
+        if entry.holder != holder || entry.token != token {
+            return Err(StateError::StaleToken {
+                name: name.into(),
+                holder: holder.into(),
+                token,
+            });
+        }
+        let entry = self.leases.remove(name).expect("present above");
+        events.push(Event::Released(grant(name, &entry, now)));
+        Ok(events)
+    }
+
+    /// The current grant of `name`.
+    pub fn get(&mut self, name: &str, now: Now) -> (Option<Grant>, Vec<Event>) {
+        let events = self.expire_due(now);
+        let found = self.leases.get(name).map(|e| grant(name, e, now));
+        (found, events)
+    }
+
+    /// Every current grant whose name starts with `prefix`, by name.
+    pub fn list(&mut self, prefix: &str, now: Now) -> (Vec<Grant>, Vec<Event>) {
+        let events = self.expire_due(now);
+        let found = self
+            .leases
+            .range(prefix.to_owned()..)
+            .take_while(|(n, _)| n.starts_with(prefix))
+            .map(|(n, e)| grant(n, e, now))
+            .collect();
+        (found, events)
+    }
+
+    fn validate(&self, name: &str, holder: &str, ttl: Option<Duration>) -> Result<(), StateError> {
+        if name.is_empty() {
+            return Err(StateError::InvalidArgument("name is empty".into()));
+        }
+        if holder.is_empty() {
+            return Err(StateError::InvalidArgument("holder is empty".into()));
+        }
+        if let Some(ttl) = ttl
+            && (ttl.is_zero() || ttl > self.limits.max_ttl)
+        {
+            return Err(StateError::InvalidArgument(format!(
+                "ttl {} ms is outside 1..={} ms",
+                ttl.as_millis(),
+                self.limits.max_ttl.as_millis()
+            )));
+        }
+        Ok(())
+    }
+
+    fn held(&self, name: &str, now: Now) -> Held {
+        let entry = &self.leases[name];
+        Held {
+            grant: grant(name, entry, now),
+            proof: self.proof(name, &entry.holder, entry.token, entry.expires_unix_ms),
+        }
+    }
+
+    fn mac(&self, name: &str, holder: &str, token: u64, expires_unix_ms: i64) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.proof_key).expect("HMAC takes keys of any size");
+        for part in [name.as_bytes(), holder.as_bytes()] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        mac.update(&token.to_be_bytes());
+        mac.update(&expires_unix_ms.to_be_bytes());
+        mac
+    }
+
+    fn proof(&self, name: &str, holder: &str, token: u64, expires_unix_ms: i64) -> Vec<u8> {
+        let mut out = expires_unix_ms.to_be_bytes().to_vec();
+        out.extend(
+            self.mac(name, holder, token, expires_unix_ms)
+                .finalize()
+                .into_bytes(),
+        );
+        out
+    }
+
+    /// The wall-clock expiry a genuine proof vouches for.
+    fn verify_proof(&self, name: &str, holder: &str, token: u64, proof: &[u8]) -> Option<i64> {
+        let (expiry, tag) = proof.split_at_checked(8)?;
+        let expires_unix_ms = i64::from_be_bytes(expiry.try_into().ok()?);
+        self.mac(name, holder, token, expires_unix_ms)
+            .verify_slice(tag)
+            .ok()?;
+        Some(expires_unix_ms)
+    }
+}
+
+fn extend(entry: &mut Entry, ttl: Duration, now: Now) {
+    entry.ttl = ttl;
+    entry.expires = now.mono + ttl;
+    entry.expires_unix_ms = now.unix_ms.saturating_add(millis(ttl) as i64);
+}
+
+fn grant(name: &str, e: &Entry, now: Now) -> Grant {
+    Grant {
+        name: name.into(),
+        holder: e.holder.clone(),
+        ttl: e.ttl,
+        remaining: e.expires.saturating_duration_since(now.mono),
+        expires_unix_ms: e.expires_unix_ms,
+        token: e.token,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(10);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn key() -> Vec<u8> {
+        b"0123456789abcdef0123456789abcdef".to_vec()
+    }
+
+    /// A table of epoch `epoch` whose quiet period is over at the returned time.
+    fn table(epoch: u64, started: Now) -> (LeaseTable, Now) {
+        let t = LeaseTable::new(
+            Epoch {
+                number: epoch,
+                proof_key: key(),
+            },
+            Limits { max_ttl: MAX },
+            started.mono,
+        );
+        (t, started.after(MAX))
+    }
+
+    fn t0() -> Now {
+        Now {
+            mono: Instant::now(),
+            unix_ms: 1_700_000_000_000,
+        }
+    }
+
+    fn granted(r: Result<(Acquired, Vec<Event>), StateError>) -> Held {
+        match r.unwrap().0 {
+            Acquired::Granted(h) => h,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn grant_then_renew_extends_with_the_same_token() {
+        let (mut t, now) = table(1, t0());
+        let (acq, events) = t.acquire("x/leader", "a", TTL, now).unwrap();
+        let Acquired::Granted(held) = acq else {
+            panic!("{acq:?}")
+        };
+        let expected = Grant {
+            name: "x/leader".into(),
+            holder: "a".into(),
+            ttl: TTL,
+            remaining: TTL,
+            expires_unix_ms: now.unix_ms + 10_000,
+            token: (1 << COUNTER_BITS) | 1,
+        };
+        assert_eq!(held.grant, expected);
+        assert_eq!(events, vec![Event::Acquired(expected.clone())]);
+
+        let later = now.after(Duration::from_secs(7));
+        let (renewed, kind, events) = t
+            .renew("x/leader", "a", held.grant.token, TTL, &[], later)
+            .unwrap();
+        assert_eq!(kind, RenewKind::Extended);
+        assert!(events.is_empty(), "renewals are not events");
+        assert_eq!(
+            renewed.grant,
+            Grant {
+                expires_unix_ms: later.unix_ms + 10_000,
+                ..expected
+            }
+        );
+        // Still held just before the extended expiry, gone at it.
+        assert!(
+            t.get("x/leader", later.after(TTL - Duration::from_millis(1)))
+                .0
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_held_lease_is_refused_to_others_with_its_remaining_time() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("x/leader", "a", TTL, now));
+        let (acq, events) = t
+            .acquire("x/leader", "b", TTL, now.after(Duration::from_secs(4)))
+            .unwrap();
+        assert!(events.is_empty());
+        assert_eq!(
+            acq,
+            Acquired::HeldByOther {
+                current: Grant {
+                    remaining: Duration::from_secs(6),
+                    ..a.grant
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn the_same_holder_acquiring_again_keeps_its_token() {
+        let (mut t, now) = table(1, t0());
+        let first = granted(t.acquire("x/leader", "a", TTL, now));
+        let again = granted(t.acquire("x/leader", "a", TTL, now.after(Duration::from_secs(1))));
+        assert_eq!(again.grant.token, first.grant.token);
+        assert_eq!(
+            again.grant.expires_unix_ms,
+            first.grant.expires_unix_ms + 1000
+        );
+    }
+
+    #[test]
+    fn expiry_frees_the_lease_and_another_holder_takes_over_with_a_higher_token() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("x/leader", "a", TTL, now));
+        let at_expiry = now.after(TTL);
+        let events = t.expire_due(at_expiry);
+        assert_eq!(
+            events,
+            vec![Event::Expired(Grant {
+                remaining: Duration::ZERO,
+                ..a.grant.clone()
+            })]
+        );
+        let b = granted(t.acquire("x/leader", "b", TTL, at_expiry));
+        assert_eq!(b.grant.holder, "b");
+        assert!(b.grant.token > a.grant.token);
+        // The old holder can neither renew nor release any more.
+        let stale = StateError::StaleToken {
+            name: "x/leader".into(),
+            holder: "a".into(),
+            token: a.grant.token,
+        };
+        assert_eq!(
+            t.renew("x/leader", "a", a.grant.token, TTL, &a.proof, at_expiry)
+                .unwrap_err(),
+            stale
+        );
+        assert_eq!(
+            t.release("x/leader", "a", a.grant.token, at_expiry)
+                .unwrap_err(),
+            stale
+        );
+    }
+
+    #[test]
+    fn takeover_happens_inside_acquire_without_a_separate_expiry_pass() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("x/leader", "a", TTL, now));
+        let (acq, events) = t.acquire("x/leader", "b", TTL, now.after(TTL)).unwrap();
+        assert!(matches!(acq, Acquired::Granted(ref h) if h.grant.holder == "b"));
+        assert!(
+            matches!(&events[..], [Event::Expired(g), Event::Acquired(_)] if g.token == a.grant.token)
+        );
+    }
+
+    #[test]
+    fn renewing_after_expiry_is_refused_as_not_held() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("x/leader", "a", TTL, now));
+        let err = t
+            .renew(
+                "x/leader",
+                "a",
+                a.grant.token,
+                TTL,
+                &a.proof,
+                now.after(TTL),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            StateError::NotHeld {
+                name: "x/leader".into()
+            }
+        );
+    }
+
+    #[test]
+    fn release_frees_at_once_and_only_for_the_holder_with_its_token() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("w/BackupJob/ns/j", "a", TTL, now));
+        assert_eq!(
+            t.release("w/BackupJob/ns/j", "b", a.grant.token, now)
+                .unwrap_err(),
+            StateError::StaleToken {
+                name: "w/BackupJob/ns/j".into(),
+                holder: "b".into(),
+                token: a.grant.token
+            }
+        );
+        assert!(matches!(
+            t.release("w/BackupJob/ns/j", "a", a.grant.token + 1, now),
+            Err(StateError::StaleToken { .. })
+        ));
+        let events = t
+            .release("w/BackupJob/ns/j", "a", a.grant.token, now)
+            .unwrap();
+        assert_eq!(events, vec![Event::Released(a.grant.clone())]);
+        assert_eq!(t.get("w/BackupJob/ns/j", now).0, None);
+        let b = granted(t.acquire("w/BackupJob/ns/j", "b", TTL, now));
+        assert!(b.grant.token > a.grant.token);
+    }
+
+    #[test]
+    fn stale_tokens_are_rejected() {
+        let (mut t, now) = table(1, t0());
+        let a = granted(t.acquire("x/leader", "a", TTL, now));
+        for (holder, token) in [
+            ("a", a.grant.token - 1),
+            ("a", a.grant.token + 1),
+            ("b", a.grant.token),
+        ] {
+            assert_eq!(
+                t.renew("x/leader", holder, token, TTL, &[], now)
+                    .unwrap_err(),
+                StateError::StaleToken {
+                    name: "x/leader".into(),
+                    holder: holder.into(),
+                    token
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_arguments_are_refused() {
+        let (mut t, now) = table(1, t0());
+        for (name, holder, ttl) in [
+            ("", "a", TTL),
+            ("x/leader", "", TTL),
+            ("x/leader", "a", Duration::ZERO),
+            ("x/leader", "a", MAX + Duration::from_millis(1)),
+        ] {
+            assert!(matches!(
+                t.acquire(name, holder, ttl, now),
+                Err(StateError::InvalidArgument(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn list_returns_the_grants_under_a_prefix_in_name_order() {
+        let (mut t, now) = table(1, t0());
+        for name in ["b/leader", "a/x/2", "a/x/1", "a/y"] {
+            granted(t.acquire(name, "h", TTL, now));
+        }
+        let names: Vec<String> = t.list("a/x/", now).0.into_iter().map(|g| g.name).collect();
+        assert_eq!(names, ["a/x/1", "a/x/2"]);
+        assert_eq!(t.list("", now).0.len(), 4);
+    }
+
+    #[test]
+    fn tokens_strictly_increase_per_name_across_a_simulated_restart() {
+        let start = t0();
+        let (mut first, now) = table(7, start);
+        let mut tokens = Vec::new();
+        let mut t = now;
+        for _ in 0..3 {
+            let h = granted(first.acquire("x/leader", "a", TTL, t));
+            tokens.push(h.grant.token);
+            first.release("x/leader", "a", h.grant.token, t).unwrap();
+            t = t.after(Duration::from_millis(10));
+        }
+        // The restarted process loaded epoch 8; its counter starts again from 1.
+        let (mut second, now) = table(8, t);
+        for _ in 0..3 {
+            let h = granted(second.acquire("x/leader", "a", TTL, now));
+            tokens.push(h.grant.token);
+            second.release("x/leader", "a", h.grant.token, now).unwrap();
+        }
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        assert_eq!(token_epoch(tokens[2]), 7);
+        assert_eq!(token_epoch(tokens[3]), 8);
+    }
+
+    #[test]
+    fn after_a_restart_nothing_is_granted_for_one_max_ttl() {
+        let start = t0();
+        let (mut t, _) = table(2, start);
+        let (acq, _) = t
+            .acquire("x/leader", "a", TTL, start.after(Duration::from_secs(1)))
+            .unwrap();
+        assert_eq!(
+            acq,
+            Acquired::QuietPeriod {
+                retry_after: MAX - Duration::from_secs(1)
+            }
+        );
+        let before_end = start.after(MAX - Duration::from_millis(1));
+        assert!(matches!(
+            t.acquire("x/leader", "a", TTL, before_end).unwrap().0,
+            Acquired::QuietPeriod { .. }
+        ));
+        granted(t.acquire("x/leader", "a", TTL, start.after(MAX)));
+    }
+
+    #[test]
+    fn a_proven_renewal_from_the_previous_epoch_restores_the_lease_during_the_quiet_period() {
+        let start = t0();
+        let (mut old, now) = table(3, start);
+        let a = granted(old.acquire("x/leader", "a", TTL, now));
+        // The server dies 2 s later and its successor starts at once.
+        let restart = now.after(Duration::from_secs(2));
+        let (mut new, _) = table(4, restart);
+        let (held, kind, events) = new
+            .renew("x/leader", "a", a.grant.token, TTL, &a.proof, restart)
+            .unwrap();
+        assert_eq!(kind, RenewKind::Restored);
+        assert_eq!(
+            held.grant.token, a.grant.token,
+            "a restored lease keeps its token"
+        );
+        assert_eq!(events, vec![Event::Acquired(held.grant.clone())]);
+        // Others are still refused: it is held.
+        assert!(matches!(
+            new.acquire("x/leader", "b", TTL, restart).unwrap().0,
+            Acquired::HeldByOther { .. }
+        ));
+        // It renews on as usual with the new proof, and the next grant after it is higher.
+        let (held, kind, _) = new
+            .renew(
+                "x/leader",
+                "a",
+                held.grant.token,
+                TTL,
+                &held.proof,
+                restart.after(Duration::from_secs(5)),
+            )
+            .unwrap();
+        assert_eq!(kind, RenewKind::Extended);
+        new.release(
+            "x/leader",
+            "a",
+            held.grant.token,
+            restart.after(Duration::from_secs(6)),
+        )
+        .unwrap();
+        let b = granted(new.acquire("x/leader", "b", TTL, restart.after(MAX)));
+        assert!(b.grant.token > a.grant.token);
+    }
+
+    #[test]
+    fn unprovable_or_expired_previous_epoch_renewals_are_refused() {
+        let start = t0();
+        let (mut old, now) = table(3, start);
+        let a = granted(old.acquire("x/leader", "a", TTL, now));
+        let restart = now.after(Duration::from_secs(2));
+        let (mut new, _) = table(4, restart);
+        let stale = |holder: &str, token| StateError::StaleToken {
+            name: "x/leader".into(),
+            holder: holder.into(),
+            token,
+        };
+        let token = a.grant.token;
+        // No proof, a forged one, a proof for another holder or token, a tampered expiry.
+        let mut tampered = a.proof.clone();
+        tampered[7] ^= 1;
+        for (holder, token, proof) in [
+            ("a", token, Vec::new()),
+            ("a", token, vec![0; 40]),
+            ("b", token, a.proof.clone()),
+            ("a", token - 1, a.proof.clone()),
+            ("a", token, tampered),
+        ] {
+            assert_eq!(
+                new.renew("x/leader", holder, token, TTL, &proof, restart)
+                    .unwrap_err(),
+                stale(holder, token)
+            );
+        }
+        // A genuine proof whose expiry passed on the wall clock.
+        assert_eq!(
+            new.renew("x/leader", "a", token, TTL, &a.proof, now.after(TTL))
+                .unwrap_err(),
+            stale("a", token)
+        );
+        // A current-epoch token that is not held is simply gone.
+        assert_eq!(
+            new.renew("x/leader", "a", 4 << COUNTER_BITS | 9, TTL, &[], restart)
+                .unwrap_err(),
+            StateError::NotHeld {
+                name: "x/leader".into()
+            }
+        );
+    }
+}
