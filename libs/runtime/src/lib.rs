@@ -67,7 +67,10 @@ pub async fn leases(
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
     if args.is_single_replica() {
         tracing::info!(component, "single-replica mode: this replica always leads");
-        return Ok((lease::LeaderElector::single_replica(), lease::WorkLeases::single_replica()));
+        return Ok((
+            lease::LeaderElector::single_replica(),
+            lease::WorkLeases::single_replica(),
+        ));
     }
     anyhow::bail!(
         "--lease-endpoint={}: the lease service client is not implemented yet; run one replica with --lease-endpoint=none",
