@@ -91,7 +91,7 @@ pub struct WorkLeases {
 #[derive(Clone, Debug)]
 enum Mode {
     SingleReplica,
-    Networked(crate::LeaseClient),
+    Networked(Box<crate::LeaseClient>),
 }
 
 impl WorkLeases {
@@ -104,7 +104,7 @@ impl WorkLeases {
 
     pub(crate) fn networked(client: crate::LeaseClient) -> Self {
         Self {
-            mode: Mode::Networked(client),
+            mode: Mode::Networked(Box::new(client)),
         }
     }
 
