@@ -23,6 +23,8 @@
 
 pub mod backup;
 pub mod ctx;
+pub mod dio;
+pub mod durable;
 pub mod error;
 pub mod format;
 pub mod fsutil;

@@ -156,7 +156,10 @@ pub fn verify_file(archive: &Path, limits: &Limits, ctx: &Ctx) -> Result<Report>
     ctx.set_phase(Phase::VerifyArchive);
     let mut f = std::fs::File::open(archive)
         .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
-    let (opened, whole) = reader::open_and_verify(&mut f, limits, ctx)?;
+    let opened = reader::open(&mut f, limits)?;
+    let mut f = crate::dio::PrefetchReader::new(f)
+        .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
+    let whole = reader::verify(&mut f, &opened, ctx)?;
     Ok(Report {
         totals: opened.totals,
         archive_bytes: Some(opened.file_len),
