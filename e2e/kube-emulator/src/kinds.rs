@@ -359,6 +359,10 @@ pub(crate) fn list_type(kind: &Kind, path: &[String]) -> ListType {
     if kind.custom {
         return schema_list_type(kind.schema.as_ref(), path);
     }
+    // apiextensions.k8s.io/v1 OpenAPI: `spec.versions` is `x-kubernetes-list-type: map` keyed by `name`.
+    if kind.kind == "CustomResourceDefinition" && path == ["spec", "versions"] {
+        return ListType::Map(vec!["name".into()]);
+    }
     let key = match last {
         "containers"
         | "initContainers"

@@ -751,22 +751,29 @@ fn patch_request(
 }
 
 fn conflict_error(kind: &Kind, name: &str, c: ssa::Conflicts) -> ApiError {
+    // upstream fieldmanager/internal/conflict.go `getConflictMessage`: one conflict on one line, several
+    // grouped by manager (managers sorted), one "- path" line each.
     let n = c.0.len();
-    let lines: Vec<String> =
-        c.0.iter()
-            .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
-            .collect();
     let message = if n == 1 {
-        format!("Apply failed with 1 conflict: {}", lines[0])
+        format!("Apply failed with 1 conflict: {}: {}", c.0[0].0, c.0[0].1)
     } else {
+        let mut managers: Vec<&String> = c.0.iter().map(|(m, _)| m).collect();
+        managers.sort();
+        managers.dedup();
+        let mut lines = Vec::new();
+        for m in managers {
+            lines.push(m.clone());
+            lines.extend(
+                c.0.iter()
+                    .filter(|(o, _)| o == m)
+                    .map(|(_, f)| format!("- {f}")),
+            );
+        }
         format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
     };
     let causes: Vec<Value> =
         c.0.iter()
-            .map(|(m, f)| {
-                json!({"type": "FieldManagerConflict",
-        "message": format!("conflict with \"{m}\""), "field": f})
-            })
+            .map(|(m, f)| json!({"type": "FieldManagerConflict", "message": m, "field": f}))
             .collect();
     let mut d = crate::error::details(kind, name);
     d["causes"] = json!(causes);

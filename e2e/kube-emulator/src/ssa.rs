@@ -351,22 +351,44 @@ pub(crate) fn track_update(
     write_entries(new, entries);
 }
 
-/// An apply conflict: (other manager, field path in dotted form).
+/// Apply conflicts: (the other manager as upstream prints it, e.g. `conflict with "m" using v1`, the field
+/// path as upstream prints it, e.g. `.spec.containers[name="a"].image`).
 #[derive(Debug)]
 pub(crate) struct Conflicts(pub Vec<(String, String)>);
 
+/// A field path in structured-merge-diff's `fieldpath.Path.String()` form: `.f`, `[k1=v1,k2=v2]` for
+/// list-map keys (sorted, values JSON), `[=v]` for set members.
 fn dotted(path: &[String]) -> String {
     path.iter()
         .map(|s| {
             if let Some(f) = s.strip_prefix("f:") {
                 format!(".{f}")
             } else if let Some(k) = s.strip_prefix("k:") {
-                format!("[{k}]")
+                match serde_json::from_str::<Value>(k) {
+                    Ok(Value::Object(m)) => {
+                        let parts: Vec<String> =
+                            m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        format!("[{}]", parts.join(","))
+                    }
+                    _ => format!("[{k}]"),
+                }
             } else {
-                format!("[{}]", &s[2..])
+                format!("[={}]", &s[2..])
             }
         })
         .collect()
+}
+
+/// upstream `printManager`: the manager, its subresource, and for Update managers the API version.
+fn print_manager(e: &Entry) -> String {
+    let mut s = format!("conflict with \"{}\"", e.manager);
+    if let Some(sub) = &e.subresource {
+        s.push_str(&format!(" with subresource \"{sub}\""));
+    }
+    if e.operation == "Update" {
+        s.push_str(&format!(" using {}", e.api_version));
+    }
+    s
 }
 
 fn merge(kind: &Kind, live: &mut Value, cfg: &Value, names: &mut Vec<String>) {
@@ -409,6 +431,31 @@ fn merge(kind: &Kind, live: &mut Value, cfg: &Value, names: &mut Vec<String>) {
     }
 }
 
+/// Value equality as structured-merge-diff compares values: numbers numerically (`0` equals `0.0`),
+/// everything else structurally.
+fn same_value(a: Option<&Value>, b: Option<&Value>) -> bool {
+    fn eq(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+                (Some(x), Some(y)) => x == y,
+                _ => x == y || x.as_f64() == y.as_f64(),
+            },
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(x, y)| eq(x, y))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| eq(v, w)))
+            }
+            _ => a == b,
+        }
+    }
+    match (a, b) {
+        (Some(a), Some(b)) => eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 /// Applies `cfg` as `manager` to `live` (an empty object when creating) and returns the new object.
 pub(crate) fn apply(
     kind: &Kind,
@@ -419,6 +466,9 @@ pub(crate) fn apply(
     scope: Scope,
     now: &str,
 ) -> Result<Value, Conflicts> {
+    let mut cfg = cfg.clone();
+    crate::store::canonical_numbers(&mut cfg);
+    let cfg = &cfg;
     let mut entries = parse_entries(live);
     let sub = subresource_of(scope);
     let cfg_set = fields_of(kind, cfg, scope);
@@ -431,7 +481,7 @@ pub(crate) fn apply(
             .set
             .intersection(&cfg_set)
             .filter(|p| p.last().is_some_and(|s| s.starts_with("f:")))
-            .filter(|p| get_path(live, p) != get_path(cfg, p))
+            .filter(|p| !same_value(get_path(live, p), get_path(cfg, p)))
             .cloned()
             .collect();
         if force {
@@ -439,7 +489,8 @@ pub(crate) fn apply(
                 e.set.remove(p);
             }
         } else {
-            conflicts.extend(clash.iter().map(|p| (e.manager.clone(), dotted(p))));
+            let who = print_manager(e);
+            conflicts.extend(clash.iter().map(|p| (who.clone(), dotted(p))));
         }
     }
     if !conflicts.is_empty() {
@@ -579,11 +630,126 @@ mod tests {
         assert_eq!(
             err.0,
             vec![(
-                "mb".to_string(),
-                ".status.conditions[{\"type\":\"B\"}].status".to_string()
+                "conflict with \"mb\" with subresource \"status\"".to_string(),
+                ".status.conditions[type=\"B\"].status".to_string()
             )]
         );
         assert!(apply(&k, &live, &steal, "ma", true, Scope::StatusOnly, "t").is_ok());
+    }
+
+    fn builtin(kind: &str) -> Kind {
+        crate::kinds::builtins()
+            .into_iter()
+            .find(|k| k.kind == kind)
+            .unwrap()
+    }
+
+    #[test]
+    fn identical_reapply_of_a_crd_is_not_a_conflict() {
+        let k = builtin("CustomResourceDefinition");
+        let crd = |served: bool, minimum: Value| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "ws.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                  "names": {"kind": "W", "plural": "ws"},
+                  "versions": [{"name": "v1", "served": served, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                      "properties": {"n": {"type": "integer", "minimum": minimum}}}}}]}})
+        };
+        // Preloaded from YAML (`minimum: 0.0`) by an Update manager; kubectl sends `minimum: 0`.
+        let mut live = crd(true, json!(0.0));
+        track_update(&k, None, &mut live, "kube-emulator", Scope::All, "t");
+        let applied = apply(
+            &k,
+            &live,
+            &crd(true, json!(0)),
+            "kubectl",
+            false,
+            Scope::All,
+            "t2",
+        )
+        .expect("identical content does not conflict");
+        let owners: Vec<(&str, &str)> = applied["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap(),
+                    e["operation"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            owners,
+            vec![("kube-emulator", "Update"), ("kubectl", "Apply")]
+        );
+        // versions is a list-map keyed by name: ownership is per element field.
+        assert_eq!(
+            applied["metadata"]["managedFields"][1]["fieldsV1"]["f:spec"]["f:versions"]["k:{\"name\":\"v1\"}"]
+                ["f:served"],
+            json!({})
+        );
+        // A different value of a field the other manager owns is a real conflict.
+        let err = apply(
+            &k,
+            &live,
+            &crd(false, json!(0)),
+            "kubectl",
+            false,
+            Scope::All,
+            "t2",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            vec![(
+                "conflict with \"kube-emulator\" using apiextensions.k8s.io/v1".to_string(),
+                ".spec.versions[name=\"v1\"].served".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn server_defaulted_fields_do_not_make_a_reapply_conflict() {
+        let k = builtin("Deployment");
+        let cfg = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+              "spec": {"containers": [{"name": "c", "image": "i:1", "ports": [{"containerPort": 80}]}]}}}});
+        // Created by an Update manager; the server then defaulted fields inside the container.
+        let mut live = cfg.clone();
+        live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+            json!("IfNotPresent");
+        live["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = json!("TCP");
+        live["spec"]["replicas"] = json!(1);
+        track_update(&k, None, &mut live, "kubectl-create", Scope::All, "t");
+        let out = apply(&k, &live, &cfg, "kubectl", false, Scope::All, "t2").expect("no conflict");
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "c", "image": "i:1", "imagePullPolicy": "IfNotPresent",
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}]}])
+        );
+        // The applier owns only what it applied, not the defaulted fields.
+        let mine = from_fields_v1(&out["metadata"]["managedFields"][1]["fieldsV1"]);
+        let c = |f: &str| -> Path {
+            [
+                "f:spec",
+                "f:template",
+                "f:spec",
+                "f:containers",
+                "k:{\"name\":\"c\"}",
+                f,
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        assert!(mine.contains(&c("f:image")));
+        assert!(!mine.contains(&c("f:imagePullPolicy")));
+        assert!(!mine.contains(&vec!["f:spec".to_string(), "f:replicas".to_string()]));
+        // The same manager applying again, after the server defaulted its object, is a no-op.
+        let again = apply(&k, &out, &cfg, "kubectl", false, Scope::All, "t2").unwrap();
+        assert_eq!(again, out);
     }
 
     #[test]

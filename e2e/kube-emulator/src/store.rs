@@ -134,6 +134,7 @@ fn is_dns_label(s: &str) -> bool {
 
 /// Drops empty metadata lists/maps and zero generation, as Go's `omitempty` does.
 pub(crate) fn normalize(obj: &mut Value) {
+    canonical_numbers(obj);
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.retain(|k, v| match v {
             Value::Null => false,
@@ -145,6 +146,28 @@ pub(crate) fn normalize(obj: &mut Value) {
             Value::String(s) => !s.is_empty(),
             _ => true,
         });
+    }
+}
+
+/// Rewrites integral floating-point numbers (`0.0`, `5.0`) as integers, as a real API server's JSON round
+/// trip does: Go encodes `float64(0)` as `0`, which decodes back as an integer. YAML manifests read by the
+/// emulator itself (serde_yaml) would otherwise keep `0.0`, and `0.0 != 0` made identical re-applies look
+/// like changes.
+pub(crate) fn canonical_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 1e21
+                && f >= i64::MIN as f64
+                && f <= i64::MAX as f64
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(canonical_numbers),
+        Value::Object(m) => m.values_mut().for_each(canonical_numbers),
+        _ => {}
     }
 }
 

@@ -356,3 +356,86 @@ async fn pinned_kubectl_1_31() {
 async fn pinned_kubectl_1_33() {
     scenario("/usr/lib/google-cloud-sdk/bin/kubectl.1.33").await;
 }
+
+/// Server-side apply fidelity with the installed kubectl: identical re-applies are not conflicts (a CRD
+/// preloaded from `deploy/crds`, then applied with `--server-side`; a Deployment applied twice), and a
+/// changed value of a field another manager owns still is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_reapply_and_real_conflict() {
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    let emu = emulator_with(kube_emulator::Config::default().with_crds(&crds)).await;
+    let Some(k) = Kubectl::new("/usr/bin/kubectl", &emu) else {
+        return;
+    };
+    let crd = crds.join("backupjobs.backups.cozystack.io.yaml");
+    let crd = crd.to_str().unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            k.ok(&["apply", "--server-side", "-f", crd]).await,
+            "customresourcedefinition.apiextensions.k8s.io/backupjobs.backups.cozystack.io serverside-applied\n"
+        );
+    }
+    let managers = k
+        .ok(&[
+            "get",
+            "crd",
+            "backupjobs.backups.cozystack.io",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+        ])
+        .await;
+    assert_eq!(managers, "kube-emulator/Update kubectl/Apply ");
+
+    let deploy = k.file("ssa-deploy.yaml", DEPLOY_V1);
+    let rv_args = [
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ];
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "-f", &deploy]).await,
+        "deployment.apps/web serverside-applied\n"
+    );
+    let first = k.ok(&rv_args).await;
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "-f", &deploy]).await,
+        "deployment.apps/web serverside-applied\n"
+    );
+    assert_eq!(
+        k.ok(&rv_args).await,
+        first,
+        "an identical re-apply is a no-op"
+    );
+
+    // Another manager changes a field kubectl applied; re-applying the old value is a real conflict.
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"a","image":"img:9"}]}}}}"#,
+    ])
+    .await;
+    let conflict = k.run(&["apply", "--server-side", "-f", &deploy]).await;
+    assert!(!conflict.ok);
+    assert_eq!(
+        conflict.stderr.lines().next().unwrap(),
+        r#"error: Apply failed with 1 conflict: conflict with "kubectl-patch" using apps/v1: .spec.template.spec.containers[name="a"].image"#
+    );
+    k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &deploy])
+        .await;
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}"
+        ])
+        .await,
+        "img:1"
+    );
+}
