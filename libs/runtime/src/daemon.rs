@@ -7,6 +7,15 @@ use std::net::SocketAddr;
 
 use crate::{AdminArgs, AdminServer, ClientArgs, LogArgs, Readiness, Shutdown, metrics::Metrics};
 
+/// The readiness registry of the daemon started last in this process, so that
+/// [`crate::leases`] can register its `lease` check without being handed the registry.
+static READINESS: std::sync::Mutex<Option<Readiness>> = std::sync::Mutex::new(None);
+
+/// The readiness registry of the daemon started last in this process, if any.
+pub(crate) fn current_readiness() -> Option<Readiness> {
+    READINESS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Everything a daemon's main needs: a client, the readiness registry, metrics and shutdown.
 pub struct Daemon {
     /// Kubernetes client.
@@ -41,6 +50,8 @@ impl Daemon {
         let metrics = Metrics::install();
         let shutdown = Shutdown::on_signals().context("install signal handlers")?;
         let readiness = Readiness::default();
+        // The last daemon started in a process wins (tests may start several in turn).
+        *READINESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(readiness.clone());
         let admin = AdminServer::bind(admin.admin_addr, readiness.clone(), metrics.clone())
             .await
             .with_context(|| format!("bind admin server on {}", admin.admin_addr))?;
