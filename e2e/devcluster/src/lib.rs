@@ -28,7 +28,21 @@ pub struct DaemonEntry {
 
 /// Every daemon started by the dev control plane. Adding a daemon is one line here.
 pub const DAEMONS: &[DaemonEntry] = &[
-    // DaemonEntry { bin: "credentials-projector", args: &[] },
+    // The flags mirror the upstream chart's env (BACKUP_STORAGE_*): the source is the system bucket's
+    // credentials Secret the simulated COSI provisioner creates in tenant-root; cozy-velero is the one
+    // system namespace. Until that Secret exists the projector reports SourceSecretMissing.
+    DaemonEntry {
+        bin: "credentials-projector",
+        args: &[
+            "--source-namespace=tenant-root",
+            "--source-name=bucket-cozy-backups-system-credentials",
+            "--target-name=cozy-backups-creds",
+            "--endpoint=http://seaweedfs-s3.tenant-root.svc.cozy.local:8333",
+            "--region=us-east-1",
+            "--force-path-style=true",
+            "--system-namespaces=cozy-velero",
+        ],
+    },
 ];
 
 /// Starts the dev control plane.
