@@ -43,6 +43,12 @@ pub const DAEMONS: &[DaemonEntry] = &[
             "--system-namespaces=cozy-velero",
         ],
     },
+    // The lease service, its epoch ConfigMap in `default`. The dev daemons run single-replica
+    // (`--lease-endpoint=none`); the gRPC port is picked freely and logged ("serving leases").
+    DaemonEntry {
+        bin: "lease-server",
+        args: &["--grpc-addr=127.0.0.1:0", "--namespace=default"],
+    },
 ];
 
 /// Starts the dev control plane.
