@@ -1,0 +1,93 @@
+//! A watched set of objects (as JSON) with a coalescing change signal shared by several watches.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// `(namespace, name)` of an object.
+pub type Key = (String, String);
+
+/// Objects of one kind, kept current by [`Cache::watch`].
+#[derive(Debug, Default)]
+pub struct Cache {
+    objects: Mutex<BTreeMap<Key, Value>>,
+}
+
+impl Cache {
+    /// A snapshot of every object.
+    pub fn snapshot(&self) -> BTreeMap<Key, Value> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// One object.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Watches `resource` in all namespaces into this cache, applying `sanitize` to every object
+    /// (e.g. to drop Secret values), signalling `notify` on every change and marking `ready` after
+    /// the initial list. Runs forever.
+    pub async fn watch(
+        self: Arc<Self>,
+        client: kube::Client,
+        resource: ApiResource,
+        config: watcher::Config,
+        notify: Arc<Notify>,
+        ready: runtime::ReadyHandle,
+        sanitize: fn(&mut Value),
+    ) {
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let events =
+            runtime::watch::mark_ready_on_init(watcher(api, config).default_backoff(), ready);
+        let mut events = std::pin::pin!(events);
+        let mut initial: Option<BTreeMap<Key, Value>> = None;
+        while let Some(event) = events.next().await {
+            let to_entry = |o: DynamicObject| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                sanitize(&mut v);
+                let key = (
+                    v["metadata"]["namespace"].as_str().unwrap_or("").to_owned(),
+                    v["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                );
+                (key, v)
+            };
+            let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+            match event {
+                Err(e) => {
+                    tracing::warn!(kind = resource.kind, error = %e, "watch failed; retrying");
+                    continue;
+                }
+                Ok(watcher::Event::Init) => initial = Some(BTreeMap::new()),
+                Ok(watcher::Event::InitApply(o)) => {
+                    let (k, v) = to_entry(o);
+                    initial.get_or_insert_with(BTreeMap::new).insert(k, v);
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => *objects = initial.take().unwrap_or_default(),
+                Ok(watcher::Event::Apply(o)) => {
+                    let (k, v) = to_entry(o);
+                    objects.insert(k, v);
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    let (k, _) = to_entry(o);
+                    objects.remove(&k);
+                }
+            }
+            drop(objects);
+            notify.notify_one();
+        }
+    }
+}
