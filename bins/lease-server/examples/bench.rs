@@ -8,7 +8,6 @@
 //! and printing throughput, p50/p99 latency of each call kind, and the server's RSS (current with
 //! 1,000 leases held, and peak).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -97,7 +96,7 @@ async fn main() -> anyhow::Result<()> {
     let grpc = format!("127.0.0.1:{}", harness::free_port());
     let bin = harness::locate_binary("lease-server")?;
     println!("lease-server: {}", bin.display());
-    let spec = DaemonSpec::new("lease-server", PathBuf::from(bin))
+    let spec = DaemonSpec::new("lease-server", bin)
         .args(["--grpc-addr", &grpc, "--namespace", "default"])
         .args(["--max-ttl-ms", &TTL_MS.to_string(), "--log-level", "warn"]);
     let pid = {

@@ -27,7 +27,7 @@
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Bits of a token that count grants within one epoch.
@@ -219,6 +219,8 @@ pub struct LeaseTable {
     started: Instant,
     counter: u64,
     leases: BTreeMap<String, Entry>,
+    /// `(expiry, name)` of every lease, so expiring is O(log n) per lease rather than a scan.
+    expiries: BTreeSet<(Instant, String)>,
 }
 
 impl std::fmt::Debug for LeaseTable {
@@ -240,6 +242,7 @@ impl LeaseTable {
             started,
             counter: 0,
             leases: BTreeMap::new(),
+            expiries: BTreeSet::new(),
         }
     }
 
@@ -271,18 +274,16 @@ impl LeaseTable {
 
     /// Removes every lease whose expiry passed.
     pub fn expire_due(&mut self, now: Now) -> Vec<Event> {
-        let due: Vec<String> = self
-            .leases
-            .iter()
-            .filter(|(_, e)| e.expires <= now.mono)
-            .map(|(n, _)| n.clone())
-            .collect();
-        due.into_iter()
-            .filter_map(|name| {
-                let entry = self.leases.remove(&name)?;
-                Some(Event::Expired(grant(&name, &entry, now)))
-            })
-            .collect()
+        let mut events = Vec::new();
+        while let Some((expires, _)) = self.expiries.first()
+            && *expires <= now.mono
+        {
+            let (_, name) = self.expiries.pop_first().expect("checked above");
+            if let Some(entry) = self.leases.remove(&name) {
+                events.push(Event::Expired(grant(&name, &entry, now)));
+            }
+        }
+        events
     }
 
     /// Acquires `name` for `holder` (see [`Acquired`]). Events: the expiries it processed first and
@@ -300,7 +301,7 @@ impl LeaseTable {
             if entry.holder == holder {
                 // The same identity asking again (typically a retry whose answer was lost): it
                 // keeps its token and gets a fresh expiry, exactly like a renewal.
-                extend(entry, ttl, now);
+                extend(&mut self.expiries, name, entry, ttl, now);
                 let held = self.held(name, now);
                 return Ok((Acquired::Granted(held), events));
             }
@@ -322,7 +323,7 @@ impl LeaseTable {
             expires: now.mono,
             expires_unix_ms: now.unix_ms,
         };
-        extend(&mut entry, ttl, now);
+        extend(&mut self.expiries, name, &mut entry, ttl, now);
         self.leases.insert(name.into(), entry);
         let held = self.held(name, now);
         events.push(Event::Acquired(held.grant.clone()));
@@ -351,7 +352,7 @@ impl LeaseTable {
             if entry.holder != holder || entry.token != token {
                 return Err(stale());
             }
-            extend(entry, ttl, now);
+            extend(&mut self.expiries, name, entry, ttl, now);
             return Ok((self.held(name, now), RenewKind::Extended, events));
         }
         if token_epoch(token) >= self.epoch {
@@ -372,7 +373,7 @@ impl LeaseTable {
             expires: now.mono,
             expires_unix_ms: now.unix_ms,
         };
-        extend(&mut entry, ttl, now);
+        extend(&mut self.expiries, name, &mut entry, ttl, now);
         self.leases.insert(name.into(), entry);
         let held = self.held(name, now);
         events.push(Event::Acquired(held.grant.clone()));
@@ -400,6 +401,7 @@ impl LeaseTable {
             });
         }
         let entry = self.leases.remove(name).expect("present above");
+        self.expiries.remove(&(entry.expires, name.to_owned()));
         events.push(Event::Released(grant(name, &entry, now)));
         Ok(events)
     }
@@ -483,7 +485,15 @@ impl LeaseTable {
     }
 }
 
-fn extend(entry: &mut Entry, ttl: Duration, now: Now) {
+fn extend(
+    expiries: &mut BTreeSet<(Instant, String)>,
+    name: &str,
+    entry: &mut Entry,
+    ttl: Duration,
+    now: Now,
+) {
+    expiries.remove(&(entry.expires, name.to_owned()));
+    expiries.insert((now.mono + ttl, name.to_owned()));
     entry.ttl = ttl;
     entry.expires = now.mono + ttl;
     entry.expires_unix_ms = now.unix_ms.saturating_add(millis(ttl) as i64);
