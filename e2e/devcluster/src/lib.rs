@@ -28,6 +28,19 @@ pub struct DaemonEntry {
 
 /// Every daemon started by the dev control plane. Adding a daemon is one line here.
 pub const DAEMONS: &[DaemonEntry] = &[
+    // Simulated third-party operators first: they install the permissive CRDs (BucketClaim,
+    // apps.cozystack.io Bucket, velero.io BackupStorageLocation) the other daemons watch.
+    DaemonEntry {
+        bin: "operator-sims",
+        args: &["--sims=cosi,velero", "--cosi-delay-ms=500"],
+    },
+    // Renders Bucket cozy-backups, BackupClass cozy-default, the cozy-default-* strategies and the
+    // BSL from upstream's default values (config: ConfigMap cozy-backup-controller/strategy-renderer-config,
+    // absent = defaults).
+    DaemonEntry {
+        bin: "strategy-renderer",
+        args: &[],
+    },
     // The flags mirror the upstream chart's env (BACKUP_STORAGE_*): the source is the system bucket's
     // credentials Secret the simulated COSI provisioner creates in tenant-root; cozy-velero is the one
     // system namespace. Until that Secret exists the projector reports SourceSecretMissing.
@@ -50,6 +63,10 @@ pub const DAEMONS: &[DaemonEntry] = &[
         args: &["--grpc-addr=127.0.0.1:0", "--namespace=default"],
     },
 ];
+
+/// Namespaces the dev control plane creates before starting the daemons: the platform bucket's
+/// tenant, Velero's namespace and the backup controllers' namespace (the renderer's ConfigMap).
+pub const NAMESPACES: &[&str] = &["tenant-root", "cozy-velero", "cozy-backup-controller"];
 
 /// Starts the dev control plane.
 #[derive(Debug, Parser)]
@@ -107,6 +124,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "only {served} of {on_disk} CRDs are served"
     );
 
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(emulator.client());
+    for ns in NAMESPACES {
+        let body = k8s_openapi::api::core::v1::Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some((*ns).to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match namespaces.create(&Default::default(), &body).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating namespace {ns}")),
+        }
+    }
+
     let logs = args.dev_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
     let mut daemons = Vec::new();
@@ -144,6 +177,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("Next:");
     println!("  kubectl --kubeconfig {kc} get backupclasses");
+    println!("  kubectl --kubeconfig {kc} get backupclass cozy-default -o yaml");
+    println!("  kubectl --kubeconfig {kc} -n tenant-root get bucket cozy-backups");
+    println!("  kubectl --kubeconfig {kc} -n cozy-velero get backupstoragelocation cozy-default");
     println!("  kubectl --kubeconfig {kc} api-resources --api-group=backups.cozystack.io");
     println!("  export KUBECONFIG={kc}   # then plain kubectl works");
     if args.check {
