@@ -109,7 +109,7 @@ pub struct RenderArgs {
     #[arg(long, env = "BACKUP_STORAGE_PROVISION_BUCKET", action = clap::ArgAction::Set, default_value_t = BackupStorageValues::default().provision_bucket)]
     pub provision_bucket: bool,
     /// Default `backupStorage.namespace`.
-    #[arg(long, env = "BACKUP_STORAGE_NAMESPACE", default_value_t = BackupStorageValues::default().namespace)]
+    #[arg(long, env = "BACKUP_STORAGE_SECRET_NAMESPACE", default_value_t = BackupStorageValues::default().namespace)]
     pub storage_namespace: String,
     /// Default `backupStorage.bucketName`.
     #[arg(long, env = "BACKUP_STORAGE_BUCKET_NAME", default_value_t = BackupStorageValues::default().bucket_name)]
