@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use lease::pb::lease_service_client::LeaseServiceClient;
 
-const TTL_MS: u64 = 2000;
+const TTL_MS: u64 = 3000;
 const CONTENDERS: [&str; 3] = ["c1", "c2", "c3"];
 
 fn monotonic_ns() -> u128 {
