@@ -66,7 +66,12 @@ fn setup(dir: &Path) -> std::path::PathBuf {
 }
 
 fn restore(dir: &Path, dst: &Path, kill_at: Option<u64>) -> Output {
+    restore_env(dir, dst, kill_at, &[])
+}
+
+fn restore_env(dir: &Path, dst: &Path, kill_at: Option<u64>, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_restore-volume"));
+    c.envs(env.iter().copied());
     c.arg("--root")
         .arg(dst)
         .arg("--archive")
@@ -83,11 +88,25 @@ fn restore(dir: &Path, dst: &Path, kill_at: Option<u64>) -> Output {
 
 #[test]
 fn killed_restore_never_passes_and_leaves_the_marker() {
+    killed_restore_never_passes(&[]);
+}
+
+/// The same with the per-inode fsync durability path (the fallback where syncfs is not trusted)
+/// and without direct I/O (the fallback where O_DIRECT is refused).
+#[test]
+fn killed_restore_never_passes_with_per_inode_fsync_and_buffered_io() {
+    killed_restore_never_passes(&[
+        (takbak::durable::FSYNC_EACH_ENV, "1"),
+        (takbak::dio::NO_DIRECT_ENV, "1"),
+    ]);
+}
+
+fn killed_restore_never_passes(env: &[(&str, &str)]) {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
     let count = tmp.path().join("count");
     std::fs::create_dir(&count).unwrap();
-    let out = restore(tmp.path(), &count, Some(0));
+    let out = restore_env(tmp.path(), &count, Some(0), env);
     assert!(
         out.status.success(),
         "{}",
@@ -102,7 +121,7 @@ fn killed_restore_never_passes_and_leaves_the_marker() {
     for k in 1..=steps {
         let dst = tmp.path().join(format!("dst{k}"));
         std::fs::create_dir(&dst).unwrap();
-        let out = restore(tmp.path(), &dst, Some(k));
+        let out = restore_env(tmp.path(), &dst, Some(k), env);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.signal(), Some(9), "step {k}: killed by SIGKILL");
         assert!(
@@ -156,4 +175,38 @@ fn uninterrupted_restore_passes_with_one_json_line() {
         !stdout.contains(tmp.path().to_str().unwrap()),
         "no paths in the result"
     );
+}
+
+#[test]
+fn per_inode_fsync_takes_more_durability_steps_and_passes() {
+    // The fallback really runs its own path: one fsync per file, per directory and the root
+    // (more crash-hook steps than the single syncfs), and the result is still a PASS.
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let steps = |env: &[(&str, &str)], name: &str| -> u64 {
+        let dst = tmp.path().join(name);
+        std::fs::create_dir(&dst).unwrap();
+        let out = restore_env(tmp.path(), &dst, Some(0), env);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!dst.join(MARKER).exists());
+        assert_eq!(
+            std::fs::read(dst.join("d/e/two")).unwrap(),
+            vec![2u8; (1 << 20) + 5]
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .find_map(|l| l.strip_prefix("takbak-steps ").map(|n| n.parse().unwrap()))
+            .unwrap()
+    };
+    let syncfs = steps(&[], "a");
+    let each = steps(&[(takbak::durable::FSYNC_EACH_ENV, "1")], "b");
+    let buffered = steps(&[(takbak::dio::NO_DIRECT_ENV, "1")], "c");
+    // 2 regular files + 3 directories (d, d/e, root) fsynced, plus the leading syncfs, instead of
+    // the one trailing syncfs.
+    assert_eq!(each, syncfs + 2 + 3);
+    assert_eq!(buffered, syncfs);
 }

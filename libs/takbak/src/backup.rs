@@ -3,9 +3,14 @@
 //! ```text
 //!  scan (metadata only, refusals, limits)        inventory: Vec<Entry> + file jobs
 //!        │
-//!  reader thread: open file → SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent
-//!        │  bounded channel (8 × ≤1 MiB buffers; buffers are recycled)
-//!  writer thread: BufWriter → temp file ".NAME.PID.NANOS.takbak.tmp" (O_EXCL, 0600); whole-archive SHA-256
+//!  readers: small files (≤ 1 MiB, not sparse) in batches on N worker threads (openat relative to
+//!           the parent, fstat, flistxattr, one pread, SHA-256), reordered to walk order within a
+//!           window of 6 batches; large/sparse files in order on the consumer thread
+//!           (SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent)
+//!        │  2 MiB blocks (many small files packed per block; buffers recycled)
+//!  hasher thread: whole-archive SHA-256
+//!        │
+//!  writer thread: O_DIRECT (dio::DirectWriter) → temp file ".NAME.PID.NANOS.takbak.tmp" (O_EXCL, 0600)
 //!        │
 //!  manifest JSON + trailer → fsync file → renameat2(NOREPLACE) → fsync directory
 //! ```
@@ -181,6 +186,14 @@ fn special_bits_reason(mode: u32) -> Option<&'static str> {
     }
 }
 
+fn check_fd_xattrs<Fd: AsFd>(fd: Fd) -> Result<()> {
+    match fsutil::fxattrs(fd).map_err(errno_err("listxattr", Src::SourceTree))? {
+        Xattrs::None => Ok(()),
+        Xattrs::Acl => Err(Error::Refused("acl")),
+        Xattrs::Other => Err(Error::Refused("xattr")),
+    }
+}
+
 fn check_xattrs(abs: &Path) -> Result<()> {
     let c =
         CString::new(abs.as_os_str().as_bytes()).map_err(|_| Error::Refused("non_utf8_name"))?;
@@ -274,20 +287,21 @@ fn scan_dir(
                 if let Some(r) = special_bits_reason(st.st_mode) {
                     return Err(Error::Refused(r));
                 }
-                check_xattrs(&child_abs)?;
                 if st.st_dev as u64 != root_dev {
                     return Err(Error::Refused("mount_point_inside_source"));
                 }
-                inv.entries.push(e);
                 let sub = fsutil::open_dir(dirfd, &cname)
                     .map_err(errno_err("open_dir", Src::SourceTree))?;
+                check_fd_xattrs(&sub)?;
+                inv.entries.push(e);
                 scan_dir(&sub, &path, &child_abs, root_dev, limits, ctx, inv, links)?;
             }
             fsutil::S_IFREG => {
                 if let Some(r) = special_bits_reason(st.st_mode) {
                     return Err(Error::Refused(r));
                 }
-                check_xattrs(&child_abs)?;
+                // Extended attributes of regular files are checked on the descriptor the data
+                // is read through (`flistxattr`), which saves a path walk per file.
                 let key = (st.st_dev as u64, st.st_ino as u64);
                 if st.st_nlink > 1 {
                     if let Some(first) = links.get(&key) {
@@ -589,6 +603,49 @@ impl DirStack<'_> {
     }
 }
 
+/// Small files (not sparse, at most one chunk) are read and hashed by this many worker threads in
+/// batches; at most [`WINDOW`] batches are in flight, so memory stays bounded and the archive order
+/// (and so the bytes) stays exactly the walk order whatever the thread timing.
+fn worker_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+const WINDOW: u64 = 6;
+/// Most files in one batch (bounds per-batch latency and the reorder state).
+const BATCH_FILES: usize = 512;
+
+fn is_small(job: &FileJob) -> bool {
+    !job.sparse && job.size <= CHUNK_SIZE
+}
+
+/// Shared batch generator: hands out consecutive runs of small jobs, stopping at a large one until
+/// the consumer has dealt with it.
+#[derive(Debug, Default)]
+struct Gen {
+    next_job: usize,
+    issued: u64,
+    emitted: u64,
+    abort: bool,
+}
+
+/// One batch's results: jobs `a..b`, their data packed in `block[..len]`, one optional extent each.
+struct BatchOut {
+    a: usize,
+    b: usize,
+    block: Vec<u8>,
+    len: usize,
+    extents: Vec<Option<Extent>>,
+    err: Option<Error>,
+}
+
+fn job_name(entries: &[Entry], job: &FileJob) -> Result<(String, CString)> {
+    let (parent, name) = format::split_parent(entries[job.entry].path.as_str());
+    let name = CString::new(name).map_err(|_| Error::Refused("path_unrepresentable"))?;
+    Ok((parent.to_owned(), name))
+}
+
 /// Reads every file job, sending non-zero chunks to the writer; returns the extents per job.
 fn read_files(
     root: &OwnedFd,
@@ -599,7 +656,103 @@ fn read_files(
     tx: &crossbeam_channel::Sender<Block>,
     spare: &crossbeam_channel::Receiver<Vec<u8>>,
 ) -> Result<Vec<Vec<Extent>>> {
-    let mut all = Vec::with_capacity(jobs.len());
+    let gen_state = std::sync::Mutex::new(Gen::default());
+    let cv = std::sync::Condvar::new();
+    let (res_tx, res_rx) = crossbeam_channel::unbounded::<BatchOut>();
+    let lock = || gen_state.lock().unwrap_or_else(|p| p.into_inner());
+    std::thread::scope(|s| {
+        for _ in 0..worker_count() {
+            let res_tx = res_tx.clone();
+            let (gen_state, cv) = (&gen_state, &cv);
+            s.spawn(move || {
+                let mut dirs = DirStack {
+                    root,
+                    stack: Vec::new(),
+                };
+                loop {
+                    let (a, b) = {
+                        let mut g = gen_state.lock().unwrap_or_else(|p| p.into_inner());
+                        loop {
+                            if g.abort || g.next_job >= jobs.len() {
+                                return;
+                            }
+                            if is_small(&jobs[g.next_job]) && g.issued < g.emitted + WINDOW {
+                                break;
+                            }
+                            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+                        }
+                        let a = g.next_job;
+                        let mut b = a;
+                        let mut bytes = 0usize;
+                        while b < jobs.len()
+                            && b - a < BATCH_FILES
+                            && is_small(&jobs[b])
+                            && bytes + jobs[b].size as usize <= BLOCK_CAP
+                        {
+                            bytes += jobs[b].size as usize;
+                            b += 1;
+                        }
+                        g.next_job = b;
+                        g.issued += 1;
+                        (a, b)
+                    };
+                    let mut out = BatchOut {
+                        a,
+                        b,
+                        block: spare.try_recv().unwrap_or_else(|_| vec![0u8; BLOCK_CAP]),
+                        len: 0,
+                        extents: Vec::with_capacity(b - a),
+                        err: None,
+                    };
+                    for job in &jobs[a..b] {
+                        let r = job_name(entries, job).and_then(|(parent, name)| {
+                            let pfd = dirs.parent(&parent)?;
+                            read_small(pfd, &name, job, &mut out.block[out.len..])
+                        });
+                        match r {
+                            Ok(Some(ext)) => {
+                                out.len += ext.1 as usize;
+                                out.extents.push(Some(ext));
+                            }
+                            Ok(None) => out.extents.push(None),
+                            Err(e) => {
+                                out.err = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    if res_tx.send(out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        let r = consume(
+            root, entries, jobs, limits, ctx, tx, spare, &res_rx, &lock, &cv,
+        );
+        lock().abort = true;
+        cv.notify_all();
+        r
+    })
+}
+
+/// The in-order half of [`read_files`]: takes batch results in job order (reordering as needed),
+/// reads large and sparse files itself, applies the limits and feeds the hasher.
+#[allow(clippy::too_many_arguments)]
+fn consume<'g>(
+    root: &OwnedFd,
+    entries: &[Entry],
+    jobs: &[FileJob],
+    limits: &Limits,
+    ctx: &Ctx,
+    tx: &crossbeam_channel::Sender<Block>,
+    spare: &crossbeam_channel::Receiver<Vec<u8>>,
+    res_rx: &crossbeam_channel::Receiver<BatchOut>,
+    lock: &dyn Fn() -> std::sync::MutexGuard<'g, Gen>,
+    cv: &std::sync::Condvar,
+) -> Result<Vec<Vec<Extent>>> {
+    let mut all: Vec<Vec<Extent>> = Vec::with_capacity(jobs.len());
     let mut payload = 0u64;
     let mut out = Out {
         block: Out::new_block(spare),
@@ -611,25 +764,126 @@ fn read_files(
         root,
         stack: Vec::new(),
     };
-    for job in jobs {
+    let mut pending: HashMap<usize, BatchOut> = HashMap::new();
+    while all.len() < jobs.len() {
         ctx.check()?;
-        let rel = entries[job.entry].path.as_str();
-        let (parent, name) = format::split_parent(rel);
-        let pfd = dirs.parent(parent)?;
-        let name = CString::new(name).map_err(|_| Error::Refused("path_unrepresentable"))?;
-        all.push(read_one(
-            pfd,
-            &name,
-            job,
-            limits,
-            ctx,
-            &mut out,
-            &mut payload,
-        )?);
-        ctx.files_done.fetch_add(1, Ordering::Relaxed);
+        let i = all.len();
+        let job = &jobs[i];
+        if !is_small(job) {
+            let (parent, name) = job_name(entries, job)?;
+            let pfd = dirs.parent(&parent)?;
+            all.push(read_one(
+                pfd,
+                &name,
+                job,
+                limits,
+                ctx,
+                &mut out,
+                &mut payload,
+            )?);
+            ctx.files_done.fetch_add(1, Ordering::Relaxed);
+            let mut g = lock();
+            if g.next_job == i {
+                g.next_job = i + 1;
+            }
+            drop(g);
+            cv.notify_all();
+            continue;
+        }
+        let batch = loop {
+            if let Some(b) = pending.remove(&i) {
+                break b;
+            }
+            let b = res_rx
+                .recv()
+                .map_err(|_| Error::Archive("reader_thread_stopped"))?;
+            pending.insert(b.a, b);
+        };
+        for (job, ext) in jobs[batch.a..batch.b].iter().zip(&batch.extents) {
+            let mut v = Vec::new();
+            if let Some(ext) = ext {
+                payload += ext.1;
+                if payload > limits.max_payload_bytes {
+                    return Err(Error::Limit("payload_bytes"));
+                }
+                if limits.max_extents_per_file == 0 {
+                    return Err(Error::Limit("extents_per_file"));
+                }
+                v.push(ext.clone());
+            }
+            all.push(v);
+            ctx.bytes_done.fetch_add(job.size, Ordering::Relaxed);
+            ctx.files_done.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(e) = batch.err {
+            return Err(e);
+        }
+        if all.len() != batch.b {
+            return Err(Error::Archive("reader_thread_stopped"));
+        }
+        if batch.len > 0 {
+            out.send()?;
+            tx.send((batch.block, batch.len))
+                .map_err(|_| Error::Archive("writer_stopped"))?;
+        }
+        lock().emitted += 1;
+        cv.notify_all();
     }
     out.send()?;
     Ok(all)
+}
+
+/// Opens a file job for reading (no symlink following), checks it is still the scanned inode and
+/// refuses extended attributes or ACLs on it.
+#[allow(clippy::unnecessary_cast)]
+fn open_job(dirfd: &OwnedFd, name: &CStr, job: &FileJob) -> Result<OwnedFd> {
+    let fd = fsutil::open_read(dirfd, name).map_err(errno_err("open_file", Src::SourceTree))?;
+    let st = rustix::fs::fstat(&fd).map_err(errno_err("stat_file", Src::SourceTree))?;
+    if st.st_dev as u64 != job.dev || st.st_ino as u64 != job.ino {
+        return Err(Error::SourceChanged("file_replaced"));
+    }
+    check_fd_xattrs(&fd)?;
+    Ok(fd)
+}
+
+/// Reads a small, non-sparse file (at most one chunk) into `buf`; returns its extent unless empty
+/// or all zero. Same identity and change checks as [`read_one`].
+#[allow(clippy::unnecessary_cast)]
+fn read_small(
+    dirfd: &OwnedFd,
+    name: &CStr,
+    job: &FileJob,
+    buf: &mut [u8],
+) -> Result<Option<Extent>> {
+    let fd = open_job(dirfd, name, job)?;
+    if job.size == 0 {
+        return Ok(None);
+    }
+    let file = File::from(fd);
+    let buf = &mut buf[..job.size as usize];
+    file.read_exact_at(buf, 0).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Error::SourceChanged("file_shrank"),
+        _ => Error::Io {
+            op: "read_file",
+            source_kind: Src::SourceTree,
+            source: e,
+        },
+    })?;
+    let after = rustix::fs::fstat(&file).map_err(errno_err("stat_file", Src::SourceTree))?;
+    if after.st_size as u64 != job.size
+        || fsutil::stat_times(&after).1 != job.mtime_ns
+        || fsutil::stat_ctime(&after) != job.ctime_ns
+    {
+        return Err(Error::SourceChanged("file_modified"));
+    }
+    if fsutil::is_zero(buf) {
+        return Ok(None);
+    }
+    Ok(Some(Extent(
+        0,
+        job.size,
+        hex::encode(Sha256::digest(&*buf)),
+    )))
 }
 
 #[allow(clippy::unnecessary_cast, clippy::too_many_arguments)]
@@ -643,13 +897,9 @@ fn read_one(
     payload: &mut u64,
 ) -> Result<Vec<Extent>> {
     let mut extents = Vec::new();
+    let fd = open_job(dirfd, name, job)?;
     if job.size == 0 {
         return Ok(extents);
-    }
-    let fd = fsutil::open_read(dirfd, name).map_err(errno_err("open_file", Src::SourceTree))?;
-    let st = rustix::fs::fstat(&fd).map_err(errno_err("stat_file", Src::SourceTree))?;
-    if st.st_dev as u64 != job.dev || st.st_ino as u64 != job.ino {
-        return Err(Error::SourceChanged("file_replaced"));
     }
     if job.size > CHUNK_SIZE {
         // Advice only: a larger read-ahead window when the data is not cached.

@@ -142,6 +142,39 @@ pub fn xattrs(path: &CStr) -> Result<Xattrs, Errno> {
     })
 }
 
+/// Classifies the extended attributes of an open file (one `flistxattr`, no path resolution).
+pub fn fxattrs<Fd: AsFd>(fd: Fd) -> Result<Xattrs, Errno> {
+    let mut buf = [0u8; 4096];
+    let n = match rustix::fs::flistxattr(&fd, &mut buf[..]) {
+        Ok(n) => n,
+        Err(Errno::OPNOTSUPP) => return Ok(Xattrs::None),
+        // Longer than 4 KiB: certainly not empty; an ACL or not, it is refused either way, and the
+        // distinction only picks the reason, so look closer with a larger buffer.
+        Err(Errno::RANGE) => {
+            let mut big = vec![0u8; 1 << 16];
+            match rustix::fs::flistxattr(&fd, &mut big[..]) {
+                Ok(n) => return Ok(classify(&big[..n])),
+                Err(_) => return Ok(Xattrs::Other),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(classify(&buf[..n]))
+}
+
+fn classify(list: &[u8]) -> Xattrs {
+    if list.is_empty() {
+        Xattrs::None
+    } else if list
+        .split(|b| *b == 0)
+        .any(|name| name.starts_with(b"system.posix_acl_"))
+    {
+        Xattrs::Acl
+    } else {
+        Xattrs::Other
+    }
+}
+
 /// Creates `name` in `dirfd` exclusively (`O_EXCL`, mode 0600) for writing.
 pub fn create_exclusive<Fd: AsFd>(dirfd: Fd, name: &CStr) -> Result<OwnedFd, Errno> {
     rustix::fs::openat(

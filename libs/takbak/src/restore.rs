@@ -4,13 +4,14 @@
 //! ```text
 //!  destination empty? → open + verify whole archive (no destination write yet) → still empty?
 //!  → create MARKER (O_EXCL) + fsync marker + fsync root                     [phase create_marker]
-//!  → reader thread: archive payload in manifest order ──bounded channel──▶ this thread:
-//!      mkdirat / openat(O_EXCL|O_NOFOLLOW) + ftruncate + pwrite extents / symlinkat / linkat,
-//!      ownership, mode, times; directory metadata last                       [phase write_tree]
-//!  → syncfs(root)                                                             [phase sync_tree]
+//!  → prefetch thread (O_DIRECT) → archive payload in manifest order ──bounded channel──▶ this thread:
+//!      mkdirat / openat(O_EXCL|O_NOFOLLOW) + ftruncate + pwrite non-zero blocks (O_DIRECT for
+//!      files ≥ 1 MiB) / symlinkat / linkat, ownership, mode, times; directory metadata last
+//!                                                                            [phase write_tree]
 //!  → re-read every entry against the manifest (type, mode, owner, ns times, size, extent hashes,
-//!    zero ranges, link identity and counts, symlink targets, no extra names), fsync each file,
-//!    fsync each directory children-first, fsync root                          [phase verify_tree]
+//!    zero ranges, link identity and counts, symlink targets, no extra names)  [phase verify_tree]
+//!  → durability (crate::durable): one syncfs(root) on allow-listed file systems, otherwise
+//!    syncfs + fsync of each file and each directory (children first) and the root  [sync_tree]
 //!  → unlink MARKER → root times → fsync root → marker absent?                [phase publish_restore]
 //! ```
 //!
@@ -34,7 +35,7 @@ use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 use crate::ctx::{Ctx, Phase};
-use crate::dio::PrefetchReader;
+use crate::dio::{AlignedBuf, ExtentPrefetch, PrefetchReader};
 use crate::durable::Durability;
 use crate::error::{Error, FailureSource as Src, Result, errno_err, io_err};
 use crate::format::{self, CHUNK_SIZE, Entry, HEADER_LEN, Kind, MARKER_NAME};
@@ -235,8 +236,8 @@ fn open_parent_beneath(root: &OwnedFd, parent: &str) -> Result<OwnedFd> {
 }
 
 fn write_tree(root: &OwnedFd, f: &mut PrefetchReader, opened: &Opened, ctx: &Ctx) -> Result<()> {
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
-    let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let (tx, rx) = crossbeam_channel::bounded::<(AlignedBuf, usize)>(8);
+    let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<AlignedBuf>();
     let (read_res, write_res) = std::thread::scope(|s| {
         let reader = s.spawn(move || -> Result<()> {
             f.seek(SeekFrom::Start(HEADER_LEN))
@@ -244,19 +245,22 @@ fn write_tree(root: &OwnedFd, f: &mut PrefetchReader, opened: &Opened, ctx: &Ctx
             let mut r = f.take(opened.trailer.payload_len);
             for e in &opened.manifest.entries {
                 for format::Extent(_, len, _) in e.extents.iter().flatten() {
-                    let mut buf = spare_rx.try_recv().unwrap_or_default();
-                    buf.resize(*len as usize, 0);
-                    r.read_exact(&mut buf).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::UnexpectedEof => {
-                            Error::Archive("archive_changed_during_read")
-                        }
-                        _ => Error::Io {
-                            op: "read_archive",
-                            source_kind: Src::Archive,
-                            source: e,
-                        },
-                    })?;
-                    if tx.send(buf).is_err() {
+                    let mut buf = spare_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| AlignedBuf::new(CHUNK_SIZE as usize));
+                    let n = *len as usize;
+                    r.read_exact(&mut buf.as_mut_slice()[..n])
+                        .map_err(|e| match e.kind() {
+                            std::io::ErrorKind::UnexpectedEof => {
+                                Error::Archive("archive_changed_during_read")
+                            }
+                            _ => Error::Io {
+                                op: "read_archive",
+                                source_kind: Src::Archive,
+                                source: e,
+                            },
+                        })?;
+                    if tx.send((buf, n)).is_err() {
                         return Ok(()); // the writer stopped; it reports why
                     }
                 }
@@ -279,11 +283,12 @@ fn create_entries(
     root: &OwnedFd,
     opened: &Opened,
     ctx: &Ctx,
-    rx: crossbeam_channel::Receiver<Vec<u8>>,
-    spare: crossbeam_channel::Sender<Vec<u8>>,
+    rx: crossbeam_channel::Receiver<(AlignedBuf, usize)>,
+    spare: crossbeam_channel::Sender<AlignedBuf>,
 ) -> Result<()> {
     let entries = &opened.manifest.entries;
     let mut stack: Vec<(String, OwnedFd)> = Vec::new();
+    let mut direct_ok = crate::dio::direct_allowed();
     for e in entries.iter().skip(1) {
         ctx.check()?;
         let (parent, name) = format::split_parent(&e.path);
@@ -301,17 +306,32 @@ fn create_entries(
                 let fd = fsutil::create_exclusive(pfd, &name).map_err(dst("create_file"))?;
                 ctx.step();
                 let file = File::from(fd);
-                file.set_len(e.size.unwrap_or(0))
+                let size = e.size.unwrap_or(0);
+                file.set_len(size)
                     .map_err(io_err("truncate", Src::Destination))?;
+                // Large files bypass the page cache (whole 4 KiB blocks only; the tail is buffered).
+                let mut direct = direct_ok && size >= DIRECT_MIN_FILE && {
+                    let ok = crate::dio::set_direct(&file, true).is_ok();
+                    direct_ok &= ok;
+                    ok
+                };
                 for format::Extent(off, _, _) in e.extents.iter().flatten() {
-                    let buf = rx
+                    let (buf, n) = rx
                         .recv()
                         .map_err(|_| Error::Archive("archive_changed_during_read"))?;
-                    write_sparse(&file, &buf, *off)?;
-                    ctx.bytes_done
-                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    write_sparse(
+                        &file,
+                        &buf.as_slice()[..n],
+                        *off,
+                        &mut direct,
+                        &mut direct_ok,
+                    )?;
+                    ctx.bytes_done.fetch_add(n as u64, Ordering::Relaxed);
                     let _ = spare.send(buf);
                     ctx.step();
+                }
+                if direct {
+                    crate::dio::set_direct(&file, false).map_err(dst("fcntl"))?;
                 }
                 set_dir_or_file_meta(&file, e)?;
                 ctx.step();
@@ -369,10 +389,23 @@ fn create_entries(
     Ok(())
 }
 
+/// Files at least this large are written with `O_DIRECT` (when allowed) and re-read through a
+/// prefetching `O_DIRECT` reader; smaller files stay in the page cache like any other small write.
+const DIRECT_MIN_FILE: u64 = 1 << 20;
+
 /// Writes only the non-zero 4 KiB blocks of a stored extent, so zero runs inside a stored chunk stay
-/// holes (the file was already sized with `set_len`).
-fn write_sparse(file: &File, buf: &[u8], off: u64) -> Result<()> {
+/// holes (the file was already sized with `set_len`). `buf` is 4 KiB aligned; with `direct`, whole
+/// blocks go straight to the device and a final partial block is written through the page cache
+/// after clearing `O_DIRECT` (an `EINVAL` from the file system turns direct I/O off for good).
+fn write_sparse(
+    file: &File,
+    buf: &[u8],
+    off: u64,
+    direct: &mut bool,
+    direct_ok: &mut bool,
+) -> Result<()> {
     const BLOCK: usize = 4096;
+    let werr = io_err("write_file", Src::Destination);
     let mut i = 0;
     while i < buf.len() {
         if fsutil::is_zero(&buf[i..(i + BLOCK).min(buf.len())]) {
@@ -384,8 +417,27 @@ fn write_sparse(file: &File, buf: &[u8], off: u64) -> Result<()> {
             i += BLOCK;
         }
         let end = i.min(buf.len());
-        file.write_all_at(&buf[start..end], off + start as u64)
-            .map_err(io_err("write_file", Src::Destination))?;
+        let mut from = start;
+        if *direct {
+            let whole = start + (end - start) / BLOCK * BLOCK;
+            if whole > start {
+                match file.write_all_at(&buf[start..whole], off + start as u64) {
+                    Ok(()) => from = whole,
+                    Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
+                        *direct_ok = false;
+                    }
+                    Err(e) => return Err(werr(e)),
+                }
+            }
+            if from < end {
+                crate::dio::set_direct(file, false).map_err(dst("fcntl"))?;
+                *direct = false;
+            }
+        }
+        if from < end {
+            file.write_all_at(&buf[from..end], off + from as u64)
+                .map_err(&werr)?;
+        }
     }
     Ok(())
 }
@@ -424,6 +476,7 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
         return Err(mismatch("root_metadata"));
     }
 
+    let direct_ok = crate::dio::direct_allowed();
     let mut inodes = vec![0u64; entries.len()];
     let mut stack: Vec<(String, OwnedFd)> = Vec::new();
     let mut buf = vec![0u8; CHUNK_SIZE as usize];
@@ -491,7 +544,21 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
                     rustix::fs::fsync(&fd).map_err(dst("fsync_file"))?;
                     ctx.step();
                 }
-                verify_content(&File::from(fd), e, &mut buf, ctx)?;
+                let stored: u64 = e.extents.iter().flatten().map(|x| x.1).sum();
+                let mut pr = if direct_ok && stored >= DIRECT_MIN_FILE {
+                    // A second descriptor of the same inode for the O_DIRECT prefetcher, so the
+                    // first one keeps plain reads for the zero-range checks.
+                    let fd2 = fsutil::open_read(pfd, &name).map_err(dst("open_file"))?;
+                    let st2 = rustix::fs::fstat(&fd2).map_err(dst("stat"))?;
+                    if st2.st_ino != st.st_ino {
+                        return Err(mismatch("entry_replaced"));
+                    }
+                    let ranges = e.extents.iter().flatten().map(|x| (x.0, x.1)).collect();
+                    Some(ExtentPrefetch::new(File::from(fd2), ranges))
+                } else {
+                    None
+                };
+                verify_content(&File::from(fd), pr.as_mut(), e, &mut buf, ctx)?;
                 inodes[i] = st.st_ino as u64;
             }
             Kind::Symlink => {
@@ -538,22 +605,105 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
     Ok(())
 }
 
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
+fn hash_zeros(h: &mut Sha256, mut n: u64) {
+    while n > 0 {
+        let k = n.min(ZEROS.len() as u64);
+        h.update(&ZEROS[..k as usize]);
+        n -= k;
+    }
+}
+
+/// Like [`hash_range`], from the prefetcher's data pieces (holes hashed as zeros).
+fn hash_prefetched(r: &mut ExtentPrefetch, off: u64, len: u64, ctx: &Ctx) -> Result<[u8; 32]> {
+    let end = off + len;
+    let mut h = Sha256::new();
+    let mut p = off;
+    loop {
+        ctx.check()?;
+        let piece = r.peek().map_err(io_err("read_file", Src::Destination))?;
+        match piece {
+            Some(pc) if pc.off < end => {
+                if pc.off < p {
+                    return Err(Error::RestoreMismatch("content"));
+                }
+                hash_zeros(&mut h, pc.off - p);
+                let b = pc.bytes();
+                h.update(b);
+                p = pc.off + b.len() as u64;
+                r.consume();
+            }
+            _ => break,
+        }
+    }
+    if p > end {
+        return Err(Error::RestoreMismatch("content"));
+    }
+    hash_zeros(&mut h, end - p);
+    Ok(h.finalize().into())
+}
+
 /// Checks stored extents by hash and every other byte range as zero, skipping holes.
-fn verify_content(file: &File, e: &Entry, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<()> {
+fn verify_content(
+    file: &File,
+    mut pr: Option<&mut ExtentPrefetch>,
+    e: &Entry,
+    buf: &mut Vec<u8>,
+    ctx: &Ctx,
+) -> Result<()> {
     let size = e.size.unwrap_or(0);
     let mut pos = 0u64;
     for format::Extent(off, len, sum) in e.extents.iter().flatten() {
         check_zero(file, pos, *off, buf, ctx)?;
-        buf.resize(*len as usize, 0);
-        file.read_exact_at(buf, *off)
-            .map_err(io_err("read_file", Src::Destination))?;
-        if hex::encode(Sha256::digest(&buf[..])) != *sum {
+        let h = match pr.as_deref_mut() {
+            Some(r) => hash_prefetched(r, *off, *len, ctx)?,
+            None => hash_range(file, *off, *len, buf, ctx)?,
+        };
+        if hex::encode(h) != *sum {
             return Err(Error::RestoreMismatch("content"));
         }
         ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
         pos = off + len;
     }
     check_zero(file, pos, size, buf, ctx)
+}
+
+/// SHA-256 of the restored bytes `[off, off + len)`. Ranges the file system reports as holes
+/// (`SEEK_DATA`/`SEEK_HOLE`) read as zeros by definition, so zeros are hashed for them without a
+/// read; every range it reports as data is read and hashed (through the prefetcher when given).
+fn hash_range(file: &File, off: u64, len: u64, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<[u8; 32]> {
+    let end = off + len;
+    let mut h = Sha256::new();
+    let mut p = off;
+    while p < end {
+        ctx.check()?;
+        let data = match rustix::fs::seek(file.as_fd(), RSeek::Data(p)) {
+            Ok(d) => d.min(end),
+            Err(Errno::NXIO) => end,
+            Err(e) => return Err(dst("seek_data")(e)),
+        };
+        hash_zeros(&mut h, data.saturating_sub(p));
+        if data >= end {
+            break;
+        }
+        let hole = match rustix::fs::seek(file.as_fd(), RSeek::Hole(data)) {
+            Ok(x) if x > data => x.min(end),
+            Ok(_) | Err(Errno::NXIO) => end,
+            Err(e) => return Err(dst("seek_hole")(e)),
+        };
+        let mut q = data;
+        while q < hole {
+            let n = CHUNK_SIZE.min(hole - q) as usize;
+            buf.resize(n, 0);
+            file.read_exact_at(&mut buf[..n], q)
+                .map_err(io_err("read_file", Src::Destination))?;
+            h.update(&buf[..n]);
+            q += n as u64;
+        }
+        p = hole;
+    }
+    Ok(h.finalize().into())
 }
 
 fn check_zero(file: &File, mut from: u64, to: u64, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<()> {
