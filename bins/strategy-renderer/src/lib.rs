@@ -549,9 +549,14 @@ async fn evaluate(ctx: &Context) -> Result<(), Error> {
     if !ctx.leader.current().is_leading() {
         return Ok(());
     }
-    apply_desired(ctx, &desired).await?;
-    prune(ctx, &desired).await?;
-    report_status(ctx, &desired, &config).await?;
+    // One failing object (e.g. a kind whose CRD is missing) must not hold back the others or the
+    // status that reports it; the first error is returned afterwards so the loop retries.
+    let applied = apply_desired(ctx, &desired).await;
+    let pruned = prune(ctx, &desired).await;
+    let reported = report_status(ctx, &desired, &config).await;
+    applied?;
+    pruned?;
+    reported?;
     metrics::counter!(metric_names::RENDERS).increment(1);
     Ok(())
 }
@@ -695,48 +700,57 @@ fn api_for(ctx: &Context, slot: usize, namespace: Option<&str>) -> Api<DynamicOb
 }
 
 async fn apply_desired(ctx: &Context, desired: &DesiredObjects) -> Result<(), Error> {
+    let mut first_error = None;
     for obj in &desired.objects {
-        let key = strategy_render::ObjectKey::of(obj);
-        let slot = slot_of(ctx, &key.kind);
-        let label = ctx.kinds[slot - OWNED_BASE].label;
-        let observed = ctx.shared.read(|slots| {
-            slots[slot]
-                .objects
-                .get(&(key.namespace.clone(), key.name.clone()))
-                .cloned()
-        });
-        if observed
-            .as_ref()
-            .is_some_and(|o| strategy_render::is_subset(obj, o))
-        {
-            continue;
+        if let Err(e) = apply_one(ctx, obj).await {
+            tracing::warn!(error = %e, "apply failed");
+            first_error.get_or_insert(e);
         }
-        let mem_key = (slot, key.namespace.clone(), key.name.clone());
-        let drift = observed.is_some() && lock(&ctx.memory).last_applied.get(&mem_key) == Some(obj);
-        let api = api_for(ctx, slot, key.namespace.as_deref());
-        let applied = api
-            .patch(
-                &key.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(obj),
-            )
-            .await
-            .map_err(|source| Error::Api {
-                action: "apply",
-                object: key.to_string(),
-                source,
-            })?;
-        metrics::counter!(metric_names::APPLIES, "kind" => label).increment(1);
-        if drift {
-            metrics::counter!(metric_names::DRIFT_REVERTS, "kind" => label).increment(1);
-            tracing::info!(object = %key, "reverted an outside change");
-        } else {
-            tracing::info!(object = %key, created = observed.is_none(), "applied");
-        }
-        lock(&ctx.memory).last_applied.insert(mem_key, obj.clone());
-        ctx.shared
-            .upsert(slot, serde_json::to_value(applied).unwrap_or_default());
     }
+    first_error.map_or(Ok(()), Err)
+}
+
+async fn apply_one(ctx: &Context, obj: &Value) -> Result<(), Error> {
+    let key = strategy_render::ObjectKey::of(obj);
+    let slot = slot_of(ctx, &key.kind);
+    let label = ctx.kinds[slot - OWNED_BASE].label;
+    let observed = ctx.shared.read(|slots| {
+        slots[slot]
+            .objects
+            .get(&(key.namespace.clone(), key.name.clone()))
+            .cloned()
+    });
+    if observed
+        .as_ref()
+        .is_some_and(|o| strategy_render::is_subset(obj, o))
+    {
+        return Ok(());
+    }
+    let mem_key = (slot, key.namespace.clone(), key.name.clone());
+    let drift = observed.is_some() && lock(&ctx.memory).last_applied.get(&mem_key) == Some(obj);
+    let api = api_for(ctx, slot, key.namespace.as_deref());
+    let applied = api
+        .patch(
+            &key.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await
+        .map_err(|source| Error::Api {
+            action: "apply",
+            object: key.to_string(),
+            source,
+        })?;
+    metrics::counter!(metric_names::APPLIES, "kind" => label).increment(1);
+    if drift {
+        metrics::counter!(metric_names::DRIFT_REVERTS, "kind" => label).increment(1);
+        tracing::info!(object = %key, "reverted an outside change");
+    } else {
+        tracing::info!(object = %key, created = observed.is_none(), "applied");
+    }
+    lock(&ctx.memory).last_applied.insert(mem_key, obj.clone());
+    ctx.shared
+        .upsert(slot, serde_json::to_value(applied).unwrap_or_default());
     Ok(())
 }
 

@@ -201,6 +201,17 @@ pub(crate) async fn run(
                         v
                     };
                     match event {
+                        Err(watcher::Error::InitialListFailed(kube::Error::Api(e))) if e.code == 404 => {
+                            // The kind is not served (its CRD is not installed, e.g. no Velero):
+                            // like upstream's gate, treat it as empty rather than blocking every
+                            // other object. The watcher keeps retrying; once the CRD appears its
+                            // initial list replaces this.
+                            if !shared.read(|s| s[slot].synced) {
+                                tracing::warn!(kind, "kind not served (CRD missing?); treating it as empty until it appears");
+                                shared.replace(slot, BTreeMap::new());
+                                ready.set_ready_with("kind not served; treated as empty");
+                            }
+                        }
                         Err(e) => {
                             tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
                         }

@@ -567,3 +567,54 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
     velero.abort();
     h.cleanup().await.unwrap();
 }
+
+/// Without Velero's CRD (a cluster without Velero) everything else still renders, `/ready` is 200,
+/// and `cozy-default` names the BSL as missing (upstream's gate silently skips an unmapped kind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_velero_crd_does_not_block_the_other_objects() {
+    let mut h = Harness::start().await.unwrap();
+    let client = h.client();
+    for ns in ["tenant-root", "cozy-backup-controller"] {
+        let api: Api<Namespace> = Api::all(client.clone());
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    operator_sims::install_crds(&client, &operator_sims::Sim::Cosi.crds())
+        .await
+        .unwrap();
+    let cosi = tokio::spawn(operator_sims::cosi::run(
+        client.clone(),
+        operator_sims::cosi::Options {
+            delay: Duration::from_millis(10),
+            endpoint: "s3.example.com".into(),
+        },
+        runtime::Readiness::default(),
+    ));
+    let d = h.spawn_ready(renderer(), TIMEOUT).await.unwrap();
+    let addr = d.admin_addr.clone();
+    eventually("strategies rendered, BSL reported missing", || {
+        let client = client.clone();
+        async move {
+            let class = get(&client, "BackupClass", None, "cozy-default").await;
+            get(&client, "Velero", None, "cozy-default-velero-vmdisk")
+                .await
+                .is_some()
+                && class.is_some_and(|c| {
+                    ready_condition(&c)["message"] == "missing: BackupStorageLocation/cozy-default"
+                })
+        }
+    })
+    .await;
+    let (code, ready) = http_get(&addr, "/ready");
+    assert_eq!(code, 200, "{ready}");
+    assert!(
+        ready.contains("ok watch BackupStorageLocation: kind not served"),
+        "{ready}"
+    );
+    cosi.abort();
+    h.cleanup().await.unwrap();
+}
