@@ -140,6 +140,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
+    seed_platform_objects(&emulator.client())
+        .await
+        .context("creating the platform objects")?;
+
     let logs = args.dev_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
     let mut daemons = Vec::new();
@@ -203,6 +207,50 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         d.kill().await?;
     }
     emulator.shutdown().await;
+    Ok(())
+}
+
+/// Objects of the Cozystack platform that daemons act on but that no daemon creates: the
+/// `cozy-system` namespace and the `cozystack-api` Deployment that apidef-restarter rolls (the
+/// emulator runs no pods, so rolling it only changes its pod template). Existing objects (from a
+/// `--persist` snapshot) are kept.
+pub async fn seed_platform_objects(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::PostParams;
+
+    let namespace: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cozy-system"}
+    }))?;
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cozystack-api", "namespace": "cozy-system"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "cozystack-api"}},
+            "template": {
+                "metadata": {"labels": {"app": "cozystack-api"}},
+                "spec": {"containers": [{"name": "cozystack-api", "image": "cozystack-api:dev"}]}
+            }
+        }
+    }))?;
+    fn created<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+        match r {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    created(
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await,
+    )
+    .context("namespace cozy-system")?;
+    created(
+        Api::<Deployment>::namespaced(client.clone(), "cozy-system")
+            .create(&PostParams::default(), &deployment)
+            .await,
+    )
+    .context("deployment cozy-system/cozystack-api")?;
     Ok(())
 }
 
