@@ -25,6 +25,7 @@ mod emulator;
 mod error;
 mod kinds;
 mod patch;
+mod protobuf;
 mod selector;
 mod server;
 mod ssa;

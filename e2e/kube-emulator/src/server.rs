@@ -250,12 +250,8 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_ascii_lowercase();
-    if ct.contains("protobuf") || body.starts_with(b"k8s\0") {
-        return Err(ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            "the kube-emulator does not decode protobuf request bodies (kubectl's typed generator commands such as `kubectl create configmap` send them); use `kubectl create ... --dry-run=client -o yaml | kubectl apply -f -` instead, which sends JSON",
-        ));
+    if ct.contains("protobuf") || body.starts_with(crate::protobuf::MAGIC) {
+        return crate::protobuf::decode(body);
     }
     if body.is_empty() {
         return Ok(Value::Null);
