@@ -1,5 +1,6 @@
 //! End-to-end: the real `strategy-renderer` binary against the kube emulator, with the simulated
-//! COSI provisioner and Velero (the `operator-sims` library, in the test process), driven and
+//! COSI provisioner and Velero (the `operator-sims` library) and the real credentials projector
+//! (its library), all in the test process, driven and
 //! checked with kubectl exactly as the admin documentation's verification commands are written.
 //!
 //! One scenario, in order: fresh control plane (Bucket + BackupClass only) → COSI binds the bucket
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use harness::{DaemonSpec, Harness};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
@@ -383,19 +384,22 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
         ],
     );
     assert!(out.contains("cozy-default"), "{out}");
-    // Stand-in for the credentials projector (issue 5): the projected Secret with its `cloud` key.
-    let creds: Api<Secret> = Api::namespaced(client.clone(), "cozy-velero");
-    creds
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "cozy-backups-creds"},
-                "stringData": {"cloud": "[default]\naws_access_key_id=x\naws_secret_access_key=y\n"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    // The real credentials projector (issue 5, in this process through its library; flags as in
+    // the dev control plane) projects cozy-backups-creds with its `cloud` key into cozy-velero.
+    let projector_args = <credentials_projector::Args as clap::Parser>::parse_from([
+        "credentials-projector",
+        "--kubeconfig",
+        h.kubeconfig_path().to_str().unwrap(),
+        "--admin-addr=127.0.0.1:0",
+        "--log-level=warn",
+        "--source-namespace=tenant-root",
+        "--source-name=bucket-cozy-backups-system-credentials",
+        "--endpoint=http://seaweedfs-s3.tenant-root.svc.cozy.local:8333",
+        "--region=us-east-1",
+        "--force-path-style=true",
+        "--system-namespaces=cozy-velero",
+    ]);
+    let projector = tokio::spawn(credentials_projector::run(projector_args));
     kubectl(
         &h,
         &[
@@ -565,6 +569,7 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
 
     cosi.abort();
     velero.abort();
+    projector.abort();
     h.cleanup().await.unwrap();
 }
 
