@@ -120,6 +120,41 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
+/// The two watches the restarter consumes, each marking its readiness check once its initial list
+/// is complete: every ApplicationDefinition (untyped, so a malformed one cannot break the stream),
+/// and the one Deployment.
+pub fn watch_streams(
+    client: &kube::Client,
+    config: &Config,
+    readiness: &runtime::Readiness,
+) -> (
+    impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + use<>,
+    impl futures::Stream<Item = Result<watcher::Event<Deployment>, watcher::Error>> + use<>,
+) {
+    let definitions = runtime::watch::mark_ready_on_init(
+        watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &appdef::api_resource()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        readiness.register("watch ApplicationDefinition"),
+    );
+    // RBAC grants this Deployment by name only, which the API server honours for list/watch when
+    // the request carries the matching field selector.
+    let deployment = runtime::watch::mark_ready_on_init(
+        watcher(
+            Api::<Deployment>::namespaced(client.clone(), &config.namespace),
+            watcher::Config::default().fields(&format!("metadata.name={}", config.deployment)),
+        )
+        .default_backoff(),
+        readiness.register(&format!(
+            "watch Deployment {}/{}",
+            config.namespace, config.deployment
+        )),
+    );
+    (definitions, deployment)
+}
+
 /// Starts the daemon and runs it until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config();
@@ -127,30 +162,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (elector, _work_leases) = runtime::leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
 
-    let defs_ready = daemon.readiness.register("watch ApplicationDefinition");
-    let definitions = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &appdef::api_resource()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        defs_ready,
-    );
-    // RBAC grants this Deployment by name only, which the API server honours for list/watch when
-    // the request carries the matching field selector.
-    let deploy_ready = daemon.readiness.register(&format!(
-        "watch Deployment {}/{}",
-        config.namespace, config.deployment
-    ));
-    let deployment = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<Deployment>::namespaced(client.clone(), &config.namespace),
-            watcher::Config::default().fields(&format!("metadata.name={}", config.deployment)),
-        )
-        .default_backoff(),
-        deploy_ready,
-    );
-
+    let (definitions, deployment) = watch_streams(&client, &config, &daemon.readiness);
     let shutdown = daemon.shutdown.clone();
     let restarter = restarter::Restarter::new(client, config, elector);
     daemon

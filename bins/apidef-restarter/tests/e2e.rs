@@ -273,6 +273,22 @@ async fn one_edit_patches_exactly_once_after_the_debounce() {
 }
 
 #[tokio::test]
+async fn a_change_during_a_roll_is_not_lost() {
+    let mut env = Env::start(true).await;
+    env.settled("1s").await;
+    env.edit_spec("http-cache", 1).await;
+    let first = env.expected_hash().await;
+    env.wait_for_annotation(&first).await;
+    // The Deployment is rolling for the first change when the second one arrives.
+    env.edit_spec("vm-disk", 1).await;
+    let second = env.expected_hash().await;
+    env.wait_for_annotation(&second).await;
+    env.quiesce(1).await;
+    assert_eq!(env.patches(), 3, "one patch per settled change");
+    env.h.cleanup().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_burst_of_100_edits_patches_once() {
     let mut env = Env::start(true).await;
     env.settled("2s").await;
