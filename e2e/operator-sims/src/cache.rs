@@ -37,6 +37,21 @@ impl Cache {
             .cloned()
     }
 
+    /// Records an object directly (tests, or a simulator noting its own write).
+    pub fn insert(&self, value: Value) {
+        let key = (
+            value["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            value["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+        );
+        self.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, value);
+    }
+
     /// Watches `resource` in all namespaces into this cache, applying `sanitize` to every object
     /// (e.g. to drop Secret values), signalling `notify` on every change and marking `ready` after
     /// the initial list. Runs forever.

@@ -154,3 +154,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn args_and_crds() {
+        Args::command().debug_assert();
+        let args = Args::parse_from(["operator-sims", "--sims=velero", "--install-crds=false"]);
+        assert_eq!(args.sims, [Sim::Velero]);
+        assert!(!args.install_crds);
+        let names = |s: Sim| -> Vec<String> {
+            s.crds()
+                .into_iter()
+                .map(|c| c.metadata.name.unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names(Sim::Cosi),
+            [
+                "bucketclaims.objectstorage.k8s.io",
+                "buckets.apps.cozystack.io"
+            ]
+        );
+        assert_eq!(names(Sim::Velero), ["backupstoragelocations.velero.io"]);
+    }
+}

@@ -112,3 +112,41 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_follows_the_named_credentials_key_in_the_bsl_namespace() {
+        let secrets = Cache::default();
+        let bsl = |cred: Value| {
+            json!({"metadata": {"namespace": "cozy-velero", "name": "cozy-default"},
+                   "spec": {"credential": cred}})
+        };
+        let default_ref = bsl(Value::Null);
+        let custom_ref = bsl(json!({"name": "other", "key": "k"}));
+        assert_eq!(
+            desired_phase(&default_ref, &secrets),
+            (
+                "Unavailable",
+                "credentials Secret cozy-velero/cozy-backups-creds has no key cloud".into()
+            )
+        );
+        let mut wrong_ns = json!({"metadata": {"namespace": "tenant-root", "name": "cozy-backups-creds"},
+                                  "data": {"cloud": "c2VjcmV0"}});
+        keys_only(&mut wrong_ns);
+        assert_eq!(wrong_ns["data"]["cloud"], "", "values are dropped");
+        secrets.insert(wrong_ns);
+        assert_eq!(desired_phase(&default_ref, &secrets).0, "Unavailable");
+        secrets.insert(
+            json!({"metadata": {"namespace": "cozy-velero", "name": "cozy-backups-creds"},
+                              "data": {"cloud": ""}}),
+        );
+        assert_eq!(
+            desired_phase(&default_ref, &secrets),
+            ("Available", String::new())
+        );
+        assert_eq!(desired_phase(&custom_ref, &secrets).0, "Unavailable");
+    }
+}
