@@ -42,14 +42,30 @@ async fn seed_catalog(client: &kube::Client) {
     create(client, "http-cache", app("HTTPCache", "httpcache")).await;
     create(client, "vm-disk", app("VMDisk", "vmdisk")).await;
     // Malformed items are skipped, never matched and never fail the list.
-    create(
+    create_malformed(
         client,
         "a-kind-is-a-number",
         json!({"application": {"kind": 42}}),
     )
     .await;
-    create(client, "b-no-kind", json!({"application": {"plural": "x"}})).await;
-    create(client, "c-no-spec-application", json!({"release": {}})).await;
+    create_malformed(client, "b-no-kind", json!({"application": {"plural": "x"}})).await;
+    create_malformed(client, "c-no-spec-application", json!({"release": {}})).await;
+}
+
+/// Stores an item that violates the CRD schema, where the server lets it (a server that validates
+/// custom resources answers 422, and then such an item cannot be listed either).
+async fn create_malformed(client: &kube::Client, name: &str, spec: Value) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap();
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 422 => {}
+        Err(e) => panic!("creating {name}: {e}"),
+    }
 }
 
 fn list_requests(emu: &Running) -> usize {
