@@ -5,7 +5,7 @@
 //!        │
 //!  readers: small files (≤ 1 MiB, not sparse) in batches on N worker threads (openat relative to
 //!           the parent, fstat, flistxattr, one pread, SHA-256), reordered to walk order within a
-//!           window of 6 batches; large/sparse files in order on the consumer thread
+//!           window of 4 batches; large/sparse files in order on the consumer thread
 //!           (SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent)
 //!        │  2 MiB blocks (many small files packed per block; buffers recycled)
 //!  hasher thread: whole-archive SHA-256
@@ -410,8 +410,8 @@ fn write_archive(
     whole.update(header);
 
     // reader (this thread) ─▶ hasher (whole-archive SHA-256) ─▶ writer (O_DIRECT) ─▶ spare buffers
-    let (chunks_tx, chunks_rx) = crossbeam_channel::bounded::<Block>(4);
-    let (hashed_tx, hashed_rx) = crossbeam_channel::bounded::<Block>(4);
+    let (chunks_tx, chunks_rx) = crossbeam_channel::bounded::<Block>(2);
+    let (hashed_tx, hashed_rx) = crossbeam_channel::bounded::<Block>(2);
     let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
     let jobs = std::mem::take(&mut inv.jobs);
     let (read_result, hashed, written) = std::thread::scope(|s| {
@@ -612,7 +612,7 @@ fn worker_count() -> usize {
         .unwrap_or(1)
         .clamp(1, 4)
 }
-const WINDOW: u64 = 6;
+const WINDOW: u64 = 4;
 /// Most files in one batch (bounds per-batch latency and the reorder state).
 const BATCH_FILES: usize = 512;
 
