@@ -354,9 +354,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         secret_rx,
         keep_endpoint_only,
     );
+    // Constant targets: the senders live as long as the daemon.
+    let mut constant_targets = Vec::new();
     for (i, k) in kinds.iter().enumerate() {
         let (tx, rx) = tokio::sync::watch::channel(Target::all());
-        std::mem::forget(tx); // constant target for the daemon's lifetime
+        constant_targets.push(tx);
         spawn_watch(
             &mut tasks,
             OWNED_BASE + i,
@@ -398,6 +400,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 _ = shutdown.signaled() => {}
             }
             tasks.abort_all();
+            drop(constant_targets);
             Ok(())
         })
         .await

@@ -489,6 +489,32 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
         before,
         "a no-op evaluation wrote something"
     );
+    // And the emulator, like a real API server, keeps the resourceVersion of an identical forced
+    // apply by our field manager (so even a redundant apply would not be a write).
+    let class = get(&client, "BackupClass", None, "cozy-default")
+        .await
+        .unwrap();
+    let classes: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<api::backups::BackupClass>(&()),
+    );
+    let same = json!({
+        "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupClass",
+        "metadata": {"name": "cozy-default", "labels": class["metadata"]["labels"]},
+        "spec": class["spec"],
+    });
+    let after = classes
+        .patch(
+            "cozy-default",
+            &PatchParams::apply("strategy-renderer").force(),
+            &Patch::Apply(&same),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after.metadata.resource_version.as_deref(),
+        class["metadata"]["resourceVersion"].as_str()
+    );
 
     // 6. Pruning: bslEnabled off removes the BSL and the Velero strategies, keeps the routes.
     set_config(&client, "velero:\n  bslEnabled: false\n").await;
