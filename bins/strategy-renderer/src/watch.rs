@@ -31,6 +31,17 @@ pub(crate) struct Target {
     pub(crate) name: Option<String>,
 }
 
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.namespace, &self.name) {
+            (Some(ns), Some(n)) => write!(f, "{ns}/{n}"),
+            (Some(ns), None) => write!(f, "in {ns}"),
+            (None, Some(n)) => write!(f, "{n}"),
+            (None, None) => f.write_str("in all namespaces"),
+        }
+    }
+}
+
 impl Target {
     pub(crate) fn named(namespace: &str, name: &str) -> Self {
         Self {
@@ -211,6 +222,13 @@ pub(crate) async fn run(
                                 shared.replace(slot, BTreeMap::new());
                                 ready.set_ready_with("kind not served; treated as empty");
                             }
+                        }
+                        Err(watcher::Error::InitialListFailed(kube::Error::Api(e))) if e.code == 403 => {
+                            // Typically RBAC not moved along with the configuration (the Roles are
+                            // scoped by namespace and name). Stay unsynced: evaluating without this
+                            // input could prune objects that are still wanted.
+                            tracing::warn!(kind, target = ?t, error = %e, "watch forbidden; retrying with backoff");
+                            ready.set_not_ready(&format!("forbidden to list {kind} {t}: check the RBAC Roles"));
                         }
                         Err(e) => {
                             tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
