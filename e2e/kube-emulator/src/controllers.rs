@@ -198,6 +198,7 @@ fn strip_owner(st: &mut State, d: &Info, owner_uid: &str) {
     let opts = WriteOpts {
         dry_run: false,
         manager: "kube-controller-manager".into(),
+        field_validation: crate::schema::FieldValidation::Ignore,
     };
     let scope = if kind.status_subresource {
         Scope::NoStatus

@@ -295,6 +295,7 @@ fn load_manifests(inner: &Inner, dir: &Path) -> Result<usize, Error> {
         let opts = WriteOpts {
             dry_run: false,
             manager: "kube-emulator".into(),
+            field_validation: crate::schema::FieldValidation::Ignore,
         };
         match st.create(&kind, ns.as_deref(), d, &opts) {
             Ok(_) => n += 1,

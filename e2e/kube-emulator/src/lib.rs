@@ -26,6 +26,7 @@ mod error;
 mod kinds;
 mod patch;
 mod protobuf;
+mod schema;
 mod selector;
 mod server;
 mod ssa;

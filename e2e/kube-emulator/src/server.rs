@@ -109,6 +109,17 @@ fn json_response(code: u16, v: &Value) -> Response {
         .expect("response")
 }
 
+/// Adds one `Warning: 299 - "…"` header per warning, as the apiserver does.
+fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
 /// Renders an error as a Status response.
 pub(crate) fn error_response(e: &ApiError) -> Response {
     let mut r = json_response(e.code, &e.body());
@@ -452,7 +463,7 @@ fn resource_request(
         return pod_log(inner, t, q);
     }
     match verb_request(inner, headers, q, body, t, verb, want) {
-        Ok((code, v)) => json_response(code, &v),
+        Ok((code, v, warnings)) => with_warnings(json_response(code, &v), &warnings),
         Err(e) => error_response(&e),
     }
 }
@@ -466,7 +477,7 @@ fn verb_request(
     t: &Target,
     verb: &str,
     want: Want,
-) -> Result<(u16, Value), ApiError> {
+) -> Result<(u16, Value, Vec<String>), ApiError> {
     let kind = &t.kind;
     let ns = t.ns.as_deref();
     if kind.namespaced && ns.is_none() && !matches!(verb, "list" | "watch") {
@@ -487,9 +498,13 @@ fn verb_request(
     let opts = WriteOpts {
         dry_run: dry_run(q)?,
         manager: manager(q, headers),
+        field_validation: crate::schema::FieldValidation::parse(
+            q.get("fieldValidation").map(String::as_str),
+        )?,
     };
     let mut st = inner.st();
-    match verb {
+    st.warnings.clear();
+    let result = (|| match verb {
         "get" => {
             let obj = st.get(kind, ns, t.name.as_deref().unwrap_or_default())?;
             Ok((200, render_one(want, kind, &obj, q)))
@@ -563,7 +578,9 @@ fn verb_request(
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )),
-    }
+    })();
+    let warnings = std::mem::take(&mut st.warnings);
+    result.map(|(code, v)| (code, v, warnings))
 }
 
 fn delete_opts(

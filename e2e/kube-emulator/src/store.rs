@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 
 use crate::error::{ApiError, details};
 use crate::kinds::{self, Kind};
+use crate::schema::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::ssa::{self, Scope};
 
@@ -44,6 +45,8 @@ pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     /// `fieldManager` (or derived).
     pub(crate) manager: String,
+    /// `fieldValidation` (custom resources).
+    pub(crate) field_validation: FieldValidation,
 }
 
 /// Options of a delete.
@@ -86,6 +89,8 @@ pub(crate) struct State {
     pub(crate) tx: broadcast::Sender<Arc<Event>>,
     /// Pod logs: (ns, pod, container) → text.
     pub(crate) logs: HashMap<(String, String, String), String>,
+    /// `Warning` headers for the current request (unknown fields under `fieldValidation=Warn`).
+    pub(crate) warnings: Vec<String>,
     next_cluster_ip: u32,
 }
 
@@ -241,6 +246,7 @@ impl State {
             history_size: history_size.max(1),
             tx,
             logs: HashMap::new(),
+            warnings: Vec::new(),
             next_cluster_ip: 1,
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -530,6 +536,10 @@ impl State {
         {
             m.remove("status");
         }
+        if kind.custom {
+            let w = schema::admit(kind, &mut body, None, false, opts.field_validation)?;
+            self.warnings.extend(w);
+        }
         self.defaults(kind, &mut body, None);
         if kind.kind == "CustomResourceDefinition" {
             body["status"] = kinds::crd_status(&body, &now);
@@ -785,6 +795,16 @@ impl State {
                 ));
             }
         }
+        if kind.custom {
+            let w = schema::admit(
+                kind,
+                &mut new,
+                Some(&old),
+                scope == Scope::StatusOnly,
+                opts.field_validation,
+            )?;
+            self.warnings.extend(w);
+        }
         self.defaults(kind, &mut new, Some(&old));
         if kind.kind == "CustomResourceDefinition" {
             kinds::validate_crd(&new).map_err(|m| ApiError::invalid(kind, name, "spec", &m))?;
@@ -998,6 +1018,7 @@ impl State {
         let opts = WriteOpts {
             dry_run: false,
             manager: "kube-controller-manager".into(),
+            field_validation: FieldValidation::Ignore,
         };
         let _ = self.write(
             &kind,
@@ -1061,6 +1082,7 @@ impl State {
             let opts = WriteOpts {
                 dry_run: false,
                 manager: "kubelet".into(),
+                field_validation: FieldValidation::Ignore,
             };
             self.write(
                 &kind,
