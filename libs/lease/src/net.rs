@@ -93,6 +93,10 @@ pub struct LeaseClient {
     rpc: LeaseServiceClient<Channel>,
     identity: Arc<str>,
     options: ClientOptions,
+    /// Work leases this client holds. The server answers a second Acquire by the same identity
+    /// with the same grant, so without this two tasks of one replica could both believe they hold
+    /// a work lease.
+    held: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// A definitive answer versus a failure to get one.
@@ -169,6 +173,7 @@ impl LeaseClient {
             rpc: LeaseServiceClient::new(channel),
             identity: identity.into().into(),
             options,
+            held: Arc::default(),
         })
     }
 
@@ -449,10 +454,20 @@ impl LeaseClient {
     }
 
     pub(crate) async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        if !self.lock_held().insert(name.to_owned()) {
+            // Another task of this replica holds it.
+            return Ok(None);
+        }
         let mut h = match self.acquire(name).await {
             Ok(AcquireOutcome::Granted(h)) => h,
-            Ok(AcquireOutcome::NotGranted { .. }) => return Ok(None),
-            Err(e) => return Err(LeaseError::Unavailable(e.to_string())),
+            Ok(AcquireOutcome::NotGranted { .. }) => {
+                self.lock_held().remove(name);
+                return Ok(None);
+            }
+            Err(e) => {
+                self.lock_held().remove(name);
+                return Err(LeaseError::Unavailable(e.to_string()));
+            }
         };
         let (lost_tx, lost_rx) = watch::channel(false);
         let lease = WorkLease::networked(name.into(), h.token, lost_rx);
@@ -463,8 +478,14 @@ impl LeaseClient {
                 tracing::warn!(name = %h.name, token = h.token, %reason, "work lease lost");
                 lost_tx.send_replace(true);
             }
+            client.lock_held().remove(&h.name);
         });
         Ok(Some(lease))
+    }
+
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        // A poisoned lock only means a panic elsewhere while holding it; the set stays usable.
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

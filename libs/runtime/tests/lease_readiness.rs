@@ -87,6 +87,32 @@ async fn lease_readiness_follows_the_lease_server() {
         .expect("a free work lease is granted");
     assert!(job.token() > token);
     assert!(!job.is_lost());
+    assert!(
+        work.try_acquire("probe/ConfigMap/ns/a")
+            .await
+            .unwrap()
+            .is_none(),
+        "another task of the same replica does not get a held work lease"
+    );
+    // Dropping a work lease releases it: it can be acquired again.
+    let other = work
+        .try_acquire("probe/ConfigMap/ns/b")
+        .await
+        .unwrap()
+        .unwrap();
+    drop(other);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let again = loop {
+        if let Some(lease) = work.try_acquire("probe/ConfigMap/ns/b").await.unwrap() {
+            break lease;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dropped lease was not released"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(again.token() > job.token(), "a new grant after the release");
 
     // The lease server goes away: everything this replica holds is lost by its own deadline.
     stop.send(()).unwrap();
