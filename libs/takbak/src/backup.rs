@@ -7,7 +7,7 @@
 //!           the parent, fstat, flistxattr, one pread, SHA-256), reordered to walk order within a
 //!           window of 4 batches; large/sparse files in order on the consumer thread
 //!           (SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent)
-//!        │  2 MiB blocks (many small files packed per block; buffers recycled)
+//!        │  1 MiB blocks (many small files packed per block; buffers recycled)
 //!  hasher thread: whole-archive SHA-256
 //!        │
 //!  writer thread: O_DIRECT (dio::DirectWriter) → temp file ".NAME.PID.NANOS.takbak.tmp" (O_EXCL, 0600)
@@ -389,8 +389,8 @@ impl<W: Write> Write for HashingWriter<W> {
 }
 
 /// Payload travels in blocks of up to this many bytes: one 1 MiB chunk, or many small files' data
-/// packed back to back (so 50,000 small files cost ~100 channel hand-offs, not 50,000).
-const BLOCK_CAP: usize = 2 * CHUNK_SIZE as usize;
+/// packed back to back (so 50,000 small files cost ~500 channel hand-offs, not 50,000).
+const BLOCK_CAP: usize = CHUNK_SIZE as usize;
 
 /// A block of payload bytes: `buf[..len]` is valid, `buf.len() == BLOCK_CAP`.
 type Block = (Vec<u8>, usize);
@@ -402,7 +402,7 @@ fn write_archive(
     opts: &BackupOptions,
     ctx: &Ctx,
 ) -> Result<Report> {
-    let mut dw = DirectWriter::new(File::from(fd), 4 * CHUNK_SIZE as usize);
+    let mut dw = DirectWriter::new(File::from(fd), 2 * CHUNK_SIZE as usize);
     let header = format::encode_header();
     dw.write_all(&header)
         .map_err(io_err("write_archive", Src::Archive))?;
