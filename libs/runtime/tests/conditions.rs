@@ -58,7 +58,7 @@ async fn two_managers_own_different_conditions_of_one_object() {
         "Projected",
         "ok",
     );
-    apply_conditions(&jobs, "job", "projector", &[projected.clone()])
+    apply_conditions(&jobs, "job", "projector", std::slice::from_ref(&projected))
         .await
         .unwrap();
     let ready = condition(
