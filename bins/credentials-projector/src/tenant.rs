@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  watch BackupJob ─┐                       ┌─ terminal? / already True for this generation? ─► done
-//!  watch BackupClass┼─► Controller ─► reconcile ─ work lease credentials-projector/<Kind>/<ns>/<name>
+//!  watch BackupClass┤                       │
+//!  copy deleted ────┼─► Controller ─► reconcile ─ work lease credentials-projector/<Kind>/<ns>/<name>
 //!  source changed ──┤   (per job)          ├─ gates (BackupClass or Backup; group; kind) ─► skip: no write
 //!  safety tick ─────┘                       ├─ project into <ns> (Get source, create/update only on change)
 //!                                           └─ SSA CredentialsProjected (only when it differs)
@@ -10,18 +11,22 @@
 //!
 //! Invariants: a gated job gets neither a Secret nor a condition; only `CredentialsProjected` is ever
 //! written on a job (never `Ready` or the phase); a job whose condition is True for its generation
-//! is not projected again (the rotation path keeps its copy fresh); transient failures requeue with
+//! is not projected again unless its copy was deleted (the rotation path keeps copies fresh); transient failures requeue with
 //! per-job backoff, terminal ones wait for a change of the job, the source or the safety tick.
 
+use std::collections::HashSet;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api::Condition;
 use api::backups::{Backup, BackupClass, BackupJob, RestoreJob};
+use api::contract::labels;
 use backup_storage::credentials::{ProjectionConfig, ProjectionError, Reason};
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -175,6 +180,25 @@ pub struct Context<J: TenantJob> {
     pub metrics: ControllerMetrics,
     /// Per-job backoff of transient failures.
     pub backoff: Backoff<J>,
+    /// Namespaces whose projected copy was deleted: their jobs are projected again even when
+    /// already `True` (filled by the watch on deleted copies, emptied by a successful projection).
+    pub lost_copies: Mutex<HashSet<String>>,
+}
+
+impl<J: TenantJob> Context<J> {
+    fn lost_copy(&self, ns: &str) -> bool {
+        self.lost_copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(ns)
+    }
+
+    fn copy_restored(&self, ns: &str) {
+        self.lost_copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(ns);
+    }
 }
 
 /// How long to wait when another replica holds a job's work lease.
@@ -196,7 +220,9 @@ async fn reconcile_job<J: TenantJob>(job: &J, ctx: &Context<J>) -> Result<Action
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
     let generation = job.meta().generation;
-    if gates::is_terminal(job.phase()) || status::is_done(job.conditions(), generation) {
+    if gates::is_terminal(job.phase())
+        || (status::is_done(job.conditions(), generation) && !ctx.lost_copy(&ns))
+    {
         return Ok(Action::await_change());
     }
     let lease_name = format!("credentials-projector/{}/{ns}/{name}", J::KIND);
@@ -235,6 +261,7 @@ async fn reconcile_job<J: TenantJob>(job: &J, ctx: &Context<J>) -> Result<Action
     }
     match result {
         Ok(outcome) => {
+            ctx.copy_restored(&ns);
             tracing::info!(kind = J::KIND, namespace = %ns, name = %name, ?outcome, "credentials projected");
             Ok(Action::await_change())
         }
@@ -267,7 +294,8 @@ pub async fn run<J: TenantJobWatches>(
         ready,
     );
     let controller = Controller::for_stream(reflector(writer, events).applied_objects(), reader);
-    let controller = J::extra_watches(controller, &ctx.client, class_ready)
+    let controller = J::extra_watches(controller, &ctx.client, class_ready);
+    let controller = watch_deleted_copies(controller, ctx.clone())
         .reconcile_all_on(trigger)
         .graceful_shutdown_on(shutdown.signaled());
     controller
@@ -277,6 +305,46 @@ pub async fn run<J: TenantJobWatches>(
             futures::future::ready(())
         })
         .await;
+}
+
+/// A deleted copy (metadata-only watch of the labelled Secrets, so no credential is cached)
+/// re-evaluates every job in its namespace, and marks the namespace so that jobs already `True`
+/// project again.
+fn watch_deleted_copies<J: TenantJob>(
+    controller: Controller<J>,
+    ctx: Arc<Context<J>>,
+) -> Controller<J> {
+    let store = controller.store();
+    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    let deleted = watcher(
+        Api::<PartialObjectMeta<Secret>>::all(ctx.client.clone()),
+        watcher::Config::default().labels(&selector),
+    )
+    .default_backoff()
+    .filter_map(|event| {
+        futures::future::ready(match event {
+            Ok(watcher::Event::Delete(meta)) => Some(Ok(meta)),
+            Err(err) => Some(Err(err)),
+            Ok(_) => None,
+        })
+    });
+    controller.watches_stream(deleted, move |meta: PartialObjectMeta<Secret>| {
+        let ns = meta.namespace().unwrap_or_default();
+        if meta.name_any() != ctx.config.target_name {
+            return Vec::new();
+        }
+        tracing::info!(namespace = %ns, "projected copy deleted; re-projecting for the namespace's jobs");
+        ctx.lost_copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ns.clone());
+        store
+            .state()
+            .into_iter()
+            .filter(|j| j.namespace().as_deref() == Some(ns.as_str()))
+            .map(|j| ObjectRef::from_obj(j.as_ref()))
+            .collect()
+    })
 }
 
 /// Kind-specific watches besides the job itself.

@@ -171,6 +171,16 @@ async fn rotation_reaches_every_copy_and_a_killed_projector_converges() {
     let after = metrics_text(&mut h);
     assert_eq!(successes(&after, &sys1), 1.0, "{after}");
 
+    // A copy deleted under a job that is already done is re-projected at once (the job's
+    // condition is unchanged: it was and stays True for its generation).
+    let condition = bj_condition(&h, &tenants[0], "job").await;
+    Api::<Secret>::namespaced(h.client(), &tenants[0])
+        .delete(TARGET, &Default::default())
+        .await
+        .unwrap();
+    wait_copies(&h, &tenants[..1], AK3, SK3).await;
+    assert_eq!(bj_condition(&h, &tenants[0], "job").await, condition);
+
     assert_no_leak(&mut h, &[AK1, SK1, AK2, SK2, AK3, SK3]).await;
     h.cleanup().await.unwrap();
 }
