@@ -569,7 +569,9 @@ pub(crate) fn admit(
         });
     }
     if status_only {
-        errs.retain(|e| e.field == "status" || e.field.starts_with("status"));
+        errs.retain(|e| {
+            e.field == "status" || e.field.starts_with("status.") || e.field.starts_with("status[")
+        });
     }
     if errs.is_empty() {
         return Ok(warnings);
@@ -687,6 +689,47 @@ mod tests {
                 reason: "FieldValueRequired",
                 body: "Required value".into()
             }]
+        );
+    }
+
+    #[test]
+    fn admit_ratchets_unchanged_values_and_scopes_status() {
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "W", "plural": "ws"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+              "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"n": {"type": "string", "minLength": 2}}},
+                "status": {"type": "object", "properties": {"phase": {"type": "string", "enum": ["A", "B"]}}}}}}}]}});
+        let kind = crate::kinds::from_crd(&crd).remove(0);
+        // Stored before the rule existed: spec.n is too short.
+        let old = json!({"metadata": {"name": "w"}, "spec": {"n": "x"}});
+        // A status write leaves the invalid spec alone: accepted.
+        let mut new =
+            json!({"metadata": {"name": "w"}, "spec": {"n": "x"}, "status": {"phase": "A"}});
+        assert_eq!(
+            admit(&kind, &mut new, Some(&old), true, FieldValidation::Warn).unwrap(),
+            Vec::<String>::new()
+        );
+        // Changing the invalid value to another invalid one is reported.
+        let mut new = json!({"metadata": {"name": "w"}, "spec": {"n": "y"}});
+        let e = admit(&kind, &mut new, Some(&old), false, FieldValidation::Warn).unwrap_err();
+        assert_eq!(
+            e.message,
+            "W.example.com \"w\" is invalid: spec.n: Invalid value: \"y\": spec.n in body should be at least 2 chars long"
+        );
+        // On /status only status errors and status unknown fields count.
+        let mut new = json!({"metadata": {"name": "w"}, "spec": {"n": "x"}, "status": {"phase": "C", "extra": 1}});
+        let e = admit(&kind, &mut new, Some(&old), true, FieldValidation::Strict).unwrap_err();
+        assert_eq!(
+            e.message,
+            "W in version \"v1\" cannot be handled as a W: strict decoding error: unknown field \"status.extra\""
+        );
+        let mut new =
+            json!({"metadata": {"name": "w"}, "spec": {"n": "x"}, "status": {"phase": "C"}});
+        let e = admit(&kind, &mut new, Some(&old), true, FieldValidation::Strict).unwrap_err();
+        assert_eq!(
+            e.message,
+            "W.example.com \"w\" is invalid: status.phase: Unsupported value: \"C\": supported values: \"A\", \"B\""
         );
     }
 
