@@ -333,17 +333,21 @@ fn watch_deleted_copies<J: TenantJob>(
         if meta.name_any() != ctx.config.target_name {
             return Vec::new();
         }
-        tracing::info!(namespace = %ns, "projected copy deleted; re-projecting for the namespace's jobs");
-        ctx.lost_copies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(ns.clone());
-        store
+        let jobs: Vec<ObjectRef<J>> = store
             .state()
             .into_iter()
             .filter(|j| j.namespace().as_deref() == Some(ns.as_str()))
             .map(|j| ObjectRef::from_obj(j.as_ref()))
-            .collect()
+            .collect();
+        // Only namespaces with jobs are remembered (a successful projection forgets them again).
+        if !jobs.is_empty() {
+            tracing::info!(namespace = %ns, kind = J::KIND, "projected copy deleted; projecting again for the namespace's jobs");
+            ctx.lost_copies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(ns);
+        }
+        jobs
     })
 }
 
