@@ -291,7 +291,8 @@ async fn a_change_during_a_roll_is_not_lost() {
 #[tokio::test]
 async fn a_burst_of_100_edits_patches_once() {
     let mut env = Env::start(true).await;
-    env.settled("2s").await;
+    // A window far longer than one API round trip, so the 100 sequential edits form one burst.
+    env.settled("3s").await;
     let coalesced = env.metric(COALESCED).await;
     let generation = env.generation().await;
 
@@ -331,7 +332,8 @@ async fn a_metadata_only_edit_does_not_patch() {
 #[tokio::test]
 async fn a_restart_mid_debounce_still_patches_exactly_once() {
     let mut env = Env::start(true).await;
-    let before = env.settled("3s").await;
+    // A window long enough to observe the event and kill the daemon inside it.
+    let before = env.settled("5s").await;
     let events = env.metric(EVENTS).await;
 
     env.edit_spec("vm-disk", 1).await;
