@@ -36,9 +36,6 @@ use runtime::{Backoff, ControllerMetrics, Daemon};
 /// The component name (metric prefix, lease names).
 pub const COMPONENT: &str = "credentials-projector";
 
-/// How long the loops may take to stop after SIGTERM.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Runs the daemon until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = Arc::new(args.projection.config()?);
@@ -112,18 +109,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         system_ready,
         shutdown,
     );
-    let grace = daemon.shutdown.clone();
     daemon
         .run(async move {
-            tokio::select! {
-                _ = async { tokio::join!(backup_jobs, restore_jobs, source, leader) } => {}
-                // A controller whose initial list never succeeded (API unreachable) does not finish
-                // on its own; every write is idempotent, so stopping after a grace period is safe.
-                _ = async {
-                    grace.wait().await;
-                    tokio::time::sleep(SHUTDOWN_GRACE).await;
-                } => tracing::warn!("loops did not stop within the grace period; exiting anyway"),
-            }
+            tokio::join!(backup_jobs, restore_jobs, source, leader);
             Ok(())
         })
         .await

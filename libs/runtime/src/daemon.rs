@@ -16,6 +16,9 @@ pub(crate) fn current_readiness() -> Option<Readiness> {
     READINESS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// How long a daemon's work may take to stop after SIGTERM before the process exits anyway.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything a daemon's main needs: a client, the readiness registry, metrics and shutdown.
 pub struct Daemon {
     /// Kubernetes client.
@@ -75,14 +78,29 @@ impl Daemon {
 
     /// Serves the admin server while `main` runs. When `main` returns (normally after shutdown
     /// fired), the admin server stops too; an error from either is returned.
+    ///
+    /// Shutdown is bounded: once the signal fired, `main` gets [`SHUTDOWN_GRACE`] to finish. A
+    /// kube-runtime `Controller` whose first list never succeeded (API unreachable) does not stop on
+    /// its own; since every step of every daemon is idempotent and re-derived from the cluster on
+    /// start, abandoning it after the grace period is safe.
     pub async fn run<F>(self, main: F) -> anyhow::Result<()>
     where
         F: Future<Output = anyhow::Result<()>>,
     {
         let shutdown = self.shutdown.clone();
         let admin = self.admin.serve(self.shutdown.clone());
+        let grace = self.shutdown.clone();
         let main = async move {
-            let result = main.await;
+            let result = tokio::select! {
+                result = main => result,
+                _ = async {
+                    grace.wait().await;
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                } => {
+                    tracing::warn!(grace = ?SHUTDOWN_GRACE, "work did not stop within the shutdown grace period; exiting anyway");
+                    Ok(())
+                }
+            };
             // Whatever ended the main future, stop serving.
             shutdown.trigger();
             result

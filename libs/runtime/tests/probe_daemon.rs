@@ -170,3 +170,65 @@ async fn ready_after_initial_list_metrics_and_clean_sigterm() {
     assert!(exit.success(), "probe exited with {exit}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A controller whose first list never succeeds (API unreachable) does not stop on its own; the
+/// runtime's shutdown grace period still ends the process cleanly after SIGTERM.
+#[tokio::test]
+async fn sigterm_ends_a_daemon_whose_api_is_unreachable() {
+    // A port nothing listens on: bind, note it, drop the listener.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("runtime-probe-dead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {{server: 'http://{dead}'}}\n\
+             users:\n- name: dead\n  user: {{}}\ncontexts:\n- name: dead\n  context: {{cluster: dead, user: dead}}\n\
+             current-context: dead\n"
+        ),
+    )
+    .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_runtime-probe"))
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut child.0;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let admin = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("admin address")
+        .to_owned();
+    let (code, _) = get_text(&format!("http://{admin}/ready")).await;
+    assert_eq!(code, 503, "never ready without an API server");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Bounded by the runtime's grace period (10 s) plus start-up slack.
+    let exit = eventually("exit after SIGTERM", Duration::from_secs(60), || {
+        let status = child.try_wait().unwrap();
+        async move { status }
+    })
+    .await;
+    assert!(exit.success(), "probe exited with {exit}");
+    std::fs::remove_dir_all(&dir).ok();
+}
