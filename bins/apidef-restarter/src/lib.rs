@@ -159,7 +159,7 @@ pub fn watch_streams(
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config();
     let daemon = Daemon::start(COMPONENT, &args.client, &args.admin, &args.log, &config).await?;
-    let (elector, _work_leases) = runtime::leases(&args.lease, COMPONENT).await?;
+    let (elector, _work_leases) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
 
     let (definitions, deployment) = watch_streams(&client, &config, &daemon.readiness);

@@ -48,7 +48,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     metrics::describe();
-    let (elector, leases) = runtime::leases(&args.lease, COMPONENT).await?;
+    let (elector, leases) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let shutdown = daemon.shutdown.clone();
     let (changes_tx, changes_rx) = tokio::sync::watch::channel(0u64);

@@ -295,7 +295,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let (leader, _work) = runtime::leases(&args.lease, COMPONENT).await?;
+    let (leader, _work) = daemon.leases(&args.lease, COMPONENT).await?;
     describe_metrics();
     let kinds = owned_kinds();
     let shared = Arc::new(Shared::new(OWNED_BASE + kinds.len()));

@@ -1,7 +1,8 @@
 //! `cozystack.io/v1alpha1` ApplicationDefinition: one tenant-facing application kind.
 //!
-//! Cluster-scoped, no status. Field order follows upstream's Go struct declaration order so that a
-//! canonical serialisation (see the apidef-restarter) can reproduce upstream's hash input.
+//! Cluster-scoped, no status. This is the wire view (absent optional blocks stay absent). The
+//! apidef-restarter's config hash does not serialise this type: `libs/appdef` mirrors upstream's Go
+//! structs (field order, `{}` for the non-pointer blocks) to reproduce upstream's hash input.
 
 use kube::CustomResource;
 use schemars::JsonSchema;

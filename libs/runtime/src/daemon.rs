@@ -7,15 +7,6 @@ use std::net::SocketAddr;
 
 use crate::{AdminArgs, AdminServer, ClientArgs, LogArgs, Readiness, Shutdown, metrics::Metrics};
 
-/// The readiness registry of the daemon started last in this process, so that
-/// [`crate::leases`] can register its `lease` check without being handed the registry.
-static READINESS: std::sync::Mutex<Option<Readiness>> = std::sync::Mutex::new(None);
-
-/// The readiness registry of the daemon started last in this process, if any.
-pub(crate) fn current_readiness() -> Option<Readiness> {
-    READINESS.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
 /// How long a daemon's work may take to stop after SIGTERM before the process exits anyway.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -54,7 +45,6 @@ impl Daemon {
         let shutdown = Shutdown::on_signals().context("install signal handlers")?;
         let readiness = Readiness::default();
         // The last daemon started in a process wins (tests may start several in turn).
-        *READINESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(readiness.clone());
         let admin = AdminServer::bind(admin.admin_addr, readiness.clone(), metrics.clone())
             .await
             .with_context(|| format!("bind admin server on {}", admin.admin_addr))?;
@@ -67,6 +57,16 @@ impl Daemon {
             shutdown,
             admin,
         })
+    }
+
+    /// Leadership (`<component>/leader`) and work leases for this daemon, with the `lease`
+    /// readiness check registered on its `/ready` (see [`crate::leases`]).
+    pub async fn leases(
+        &self,
+        args: &crate::LeaseArgs,
+        component: &'static str,
+    ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
+        crate::leases(args, component, &self.readiness).await
     }
 
     /// The admin server's bound address.

@@ -68,58 +68,39 @@ pub const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 /// single-replica mode (always leader, every work lease granted); otherwise a networked client
 /// contends for `<component>/leader` in the background (see `docs/lease.md`).
 ///
-/// When called after [`Daemon::start`], this also registers the readiness check `lease` with that
-/// daemon: `/ready` is false until the lease server has answered, and again whenever it has been
-/// unreachable for longer than the lease deadline (when every lease of this replica is lost and the
-/// elector reads `Following`). Use [`leases_with_readiness`] to name the registry explicitly.
+/// It registers the readiness check `lease` in `readiness`: `/ready` is false until the lease server
+/// has answered, and again whenever it has been unreachable for longer than the lease deadline (when
+/// every lease of this replica is lost and the elector reads `Following`). Daemons call it through
+/// [`Daemon::leases`].
 pub async fn leases(
-    args: &LeaseArgs,
-    component: &'static str,
-) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    leases_inner(args, component, daemon::current_readiness()).await
-}
-
-/// [`leases`] with the readiness registry given explicitly.
-pub async fn leases_with_readiness(
     args: &LeaseArgs,
     component: &'static str,
     readiness: &Readiness,
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    leases_inner(args, component, Some(readiness.clone())).await
+    let options = lease::ClientOptions::with_ttl(LEASE_TTL);
+    leases_configured(args, component, readiness, options).await
 }
 
-/// [`leases_with_readiness`] with explicit client timing instead of [`LEASE_TTL`] (tests use
-/// short TTLs).
+/// [`leases`] with explicit client timing instead of [`LEASE_TTL`] (tests use short TTLs).
 pub async fn leases_with_options(
     args: &LeaseArgs,
     component: &'static str,
     readiness: &Readiness,
     options: lease::ClientOptions,
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    leases_configured(args, component, Some(readiness.clone()), options).await
-}
-
-async fn leases_inner(
-    args: &LeaseArgs,
-    component: &'static str,
-    readiness: Option<Readiness>,
-) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    let options = lease::ClientOptions::with_ttl(LEASE_TTL);
     leases_configured(args, component, readiness, options).await
 }
 
 async fn leases_configured(
     args: &LeaseArgs,
     component: &'static str,
-    readiness: Option<Readiness>,
+    readiness: &Readiness,
     options: lease::ClientOptions,
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    let check = readiness.map(|r| r.register("lease"));
+    let check = readiness.register("lease");
     if args.is_single_replica() {
         tracing::info!(component, "single-replica mode: this replica always leads");
-        if let Some(check) = check {
-            check.set_ready_with("single-replica mode (--lease-endpoint=none)");
-        }
+        check.set_ready_with("single-replica mode (--lease-endpoint=none)");
         return Ok((
             lease::LeaderElector::single_replica(),
             lease::WorkLeases::single_replica(),
@@ -130,23 +111,21 @@ async fn leases_configured(
         .map_err(|e| anyhow::anyhow!("--lease-endpoint={}: {e}", args.lease_endpoint))?;
     let leader = format!("{component}/leader");
     tracing::info!(component, endpoint = %args.lease_endpoint, %identity, lease = %leader, "contending for leadership");
-    if let Some(check) = check {
-        let mut reach = client.reachability(leader.clone());
-        let endpoint = args.lease_endpoint.clone();
-        tokio::spawn(async move {
-            loop {
-                match &*reach.borrow_and_update() {
-                    lease::Reachability::Pending => {
-                        check.set_not_ready(&format!("waiting for the lease server at {endpoint}"))
-                    }
-                    lease::Reachability::Reachable => check.set_ready(),
-                    lease::Reachability::Unreachable(detail) => check.set_not_ready(detail),
+    let mut reach = client.reachability(leader.clone());
+    let endpoint = args.lease_endpoint.clone();
+    tokio::spawn(async move {
+        loop {
+            match &*reach.borrow_and_update() {
+                lease::Reachability::Pending => {
+                    check.set_not_ready(&format!("waiting for the lease server at {endpoint}"))
                 }
-                if reach.changed().await.is_err() {
-                    return;
-                }
+                lease::Reachability::Reachable => check.set_ready(),
+                lease::Reachability::Unreachable(detail) => check.set_not_ready(detail),
             }
-        });
-    }
+            if reach.changed().await.is_err() {
+                return;
+            }
+        }
+    });
     Ok((client.elector(leader), client.work_leases()))
 }

@@ -150,9 +150,7 @@ async fn single_replica_mode_is_ready_at_once() {
         identity: None,
     };
     let readiness = Readiness::default();
-    let (elector, _) = runtime::leases_with_readiness(&args, "probe", &readiness)
-        .await
-        .unwrap();
+    let (elector, _) = runtime::leases(&args, "probe", &readiness).await.unwrap();
     assert!(elector.current().is_leading());
     assert_eq!(
         readiness.report(),
