@@ -56,6 +56,11 @@ pub const DAEMONS: &[DaemonEntry] = &[
             "--system-namespaces=cozy-velero",
         ],
     },
+    // Rolls cozy-system/cozystack-api (seeded below) when the set of ApplicationDefinitions changes.
+    DaemonEntry {
+        bin: "apidef-restarter",
+        args: &["--debounce=2s"],
+    },
     // The lease service, its epoch ConfigMap in `default`. The dev daemons run single-replica
     // (`--lease-endpoint=none`); the gRPC port is picked freely and logged ("serving leases").
     DaemonEntry {

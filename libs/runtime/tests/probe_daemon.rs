@@ -70,6 +70,73 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// A running `runtime-probe` whose kubeconfig points at `api_addr`.
+struct Probe {
+    child: KillOnDrop,
+    admin: String,
+    dir: std::path::PathBuf,
+}
+
+impl Probe {
+    /// Writes a kubeconfig for `api_addr` into a private directory and starts the probe with it.
+    fn start(name: &str, api_addr: std::net::SocketAddr) -> Self {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- name: c\n  cluster: {{server: 'http://{api_addr}'}}\n\
+             users:\n- name: u\n  user: {{}}\n\
+             contexts:\n- name: x\n  context: {{cluster: c, user: u}}\n\
+             current-context: x\n"
+        );
+        std::fs::write(&kubeconfig, config).unwrap();
+        let mut child = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_runtime-probe"))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--admin-addr", "127.0.0.1:0"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let mut line = String::new();
+        let stdout = child.0.stdout.take().unwrap();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let admin = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("probe prints its admin address");
+        Self {
+            admin: admin.to_owned(),
+            child,
+            dir,
+        }
+    }
+
+    /// Sends SIGTERM and waits, bounded, for a successful exit.
+    async fn terminate_cleanly(mut self) {
+        let pid = self.child.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let child = &mut self.child.0;
+        // Bounded by the runtime's shutdown grace period (10 s) plus start-up slack.
+        let exit = eventually("exit after SIGTERM", Duration::from_secs(60), || {
+            let status = child.try_wait().unwrap();
+            async move { status }
+        })
+        .await;
+        assert!(exit.success(), "probe exited with {exit}");
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
 #[tokio::test]
 async fn ready_after_initial_list_metrics_and_clean_sigterm() {
     let (tx, mut list_requested) = watch::channel(false);
@@ -83,43 +150,8 @@ async fn ready_after_initial_list_metrics_and_clean_sigterm() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api_addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let dir = std::env::temp_dir().join(format!("runtime-probe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster: {{server: 'http://{api_addr}'}}\n\
-             users:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context: {{cluster: stub, user: stub}}\n\
-             current-context: stub\n"
-        ),
-    )
-    .unwrap();
-
-    let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_runtime-probe"))
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--admin-addr",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut child.0;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let admin = line
-        .trim()
-        .strip_prefix("listening ")
-        .expect("probe prints its admin address")
-        .to_owned();
+    let probe = Probe::start("runtime-probe", api_addr);
+    let admin = probe.admin.clone();
 
     // The daemon is now blocked on its initial list: it must not claim readiness.
     tokio::time::timeout(Duration::from_secs(20), list_requested.wait_for(|r| *r))
@@ -157,18 +189,7 @@ async fn ready_after_initial_list_metrics_and_clean_sigterm() {
         "{metrics}"
     );
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = eventually("exit after SIGTERM", Duration::from_secs(20), || {
-        let status = child.try_wait().unwrap();
-        async move { status }
-    })
-    .await;
-    assert!(exit.success(), "probe exited with {exit}");
-    std::fs::remove_dir_all(&dir).ok();
+    probe.terminate_cleanly().await;
 }
 
 /// A controller whose first list never succeeds (API unreachable) does not stop on its own; the
@@ -180,55 +201,8 @@ async fn sigterm_ends_a_daemon_whose_api_is_unreachable() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("runtime-probe-dead-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {{server: 'http://{dead}'}}\n\
-             users:\n- name: dead\n  user: {{}}\ncontexts:\n- name: dead\n  context: {{cluster: dead, user: dead}}\n\
-             current-context: dead\n"
-        ),
-    )
-    .unwrap();
-    let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_runtime-probe"))
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--admin-addr",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut child.0;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let admin = line
-        .trim()
-        .strip_prefix("listening ")
-        .expect("admin address")
-        .to_owned();
-    let (code, _) = get_text(&format!("http://{admin}/ready")).await;
+    let probe = Probe::start("runtime-probe-dead", dead);
+    let (code, _) = get_text(&format!("http://{}/ready", probe.admin)).await;
     assert_eq!(code, 503, "never ready without an API server");
-
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // Bounded by the runtime's grace period (10 s) plus start-up slack.
-    let exit = eventually("exit after SIGTERM", Duration::from_secs(60), || {
-        let status = child.try_wait().unwrap();
-        async move { status }
-    })
-    .await;
-    assert!(exit.success(), "probe exited with {exit}");
-    std::fs::remove_dir_all(&dir).ok();
+    probe.terminate_cleanly().await;
 }
