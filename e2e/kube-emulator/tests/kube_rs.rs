@@ -725,13 +725,12 @@ fn retry_soon(_: Arc<Widget>, _: &TestError, _: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_millis(50))
 }
 
-#[tokio::test]
-async fn controller_with_owns_reacts_to_child_changes() {
-    let emu = emulator().await;
-    let client = emu.client();
-    install_widgets(&client).await;
-    let widgets: Api<Widget> = Api::default_namespaced(client.clone());
-    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+/// Runs a Controller over Widgets that owns their child ConfigMaps (`reconcile_child`).
+fn spawn_child_controller(
+    client: &kube::Client,
+    widgets: &Api<Widget>,
+    cms: &Api<ConfigMap>,
+) -> (Arc<Ctx>, tokio::task::JoinHandle<()>) {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         reconciles: AtomicUsize::new(0),
@@ -740,7 +739,17 @@ async fn controller_with_owns_reacts_to_child_changes() {
         .owns(cms.clone(), watcher::Config::default())
         .run(reconcile_child, retry_soon, ctx.clone())
         .for_each(|_| async {});
-    let handle = tokio::spawn(ctl);
+    (ctx, tokio::spawn(ctl))
+}
+
+#[tokio::test]
+async fn controller_with_owns_reacts_to_child_changes() {
+    let emu = emulator().await;
+    let client = emu.client();
+    install_widgets(&client).await;
+    let widgets: Api<Widget> = Api::default_namespaced(client.clone());
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let (_, handle) = spawn_child_controller(&client, &widgets, &cms);
     widgets
         .create(&PostParams::default(), &widget("w", 4))
         .await
@@ -1139,15 +1148,7 @@ async fn fault_injection_makes_a_controller_retry_and_recover() {
         rate: 1.0,
         count: Some(3),
     });
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        reconciles: AtomicUsize::new(0),
-    });
-    let ctl = Controller::new(widgets.clone(), watcher::Config::default())
-        .owns(cms.clone(), watcher::Config::default())
-        .run(reconcile_child, retry_soon, ctx.clone())
-        .for_each(|_| async {});
-    let handle = tokio::spawn(ctl);
+    let (ctx, handle) = spawn_child_controller(&client, &widgets, &cms);
     widgets
         .create(&PostParams::default(), &widget("w", 2))
         .await
