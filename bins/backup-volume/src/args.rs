@@ -28,21 +28,8 @@ pub(crate) struct Args {
     /// Print the manifest's entries (one JSON line each) without reading payload.
     #[arg(long, env = "TAKBAK_LIST", conflicts_with_all = ["root", "identity", "record"])]
     pub(crate) list: bool,
-    /// Lower the entry limit (default and maximum 100000).
-    #[arg(long, env = "TAKBAK_MAX_ENTRIES")]
-    pub(crate) max_entries: Option<u64>,
-    /// Lower the stored payload limit in bytes (default and maximum 8 GiB).
-    #[arg(long, env = "TAKBAK_MAX_PAYLOAD_BYTES")]
-    pub(crate) max_payload_bytes: Option<u64>,
-    /// Operation deadline in seconds, 1 to 3600 (default 600).
-    #[arg(long, env = "TAKBAK_DEADLINE_SECONDS")]
-    pub(crate) deadline_seconds: Option<u64>,
-    /// Also write the result as a new Prometheus textfile (created exclusively, never replaced).
-    #[arg(long, env = "TAKBAK_METRICS_TEXTFILE")]
-    pub(crate) metrics_textfile: Option<PathBuf>,
-    /// Never show the progress display (it is shown only when stderr is a terminal).
-    #[arg(long, env = "TAKBAK_NO_PROGRESS")]
-    pub(crate) no_progress: bool,
+    #[command(flatten)]
+    pub(crate) common: takbak::tool::CommonFlags,
 }
 
 impl Args {
@@ -60,14 +47,7 @@ impl Args {
                 record: self.record.unwrap_or_default(),
             })
         };
-        let common = takbak::tool::Common {
-            archive: self.archive,
-            max_entries: self.max_entries,
-            max_payload_bytes: self.max_payload_bytes,
-            deadline_seconds: self.deadline_seconds,
-            metrics_textfile: self.metrics_textfile,
-            no_progress: self.no_progress,
-        };
+        let common = self.common.into_common(self.archive);
         (mode, common)
     }
 }

@@ -45,6 +45,41 @@ pub struct Common {
     pub no_progress: bool,
 }
 
+/// The flags both tools share (limits, deadline, metrics, progress); each tool's clap `Args`
+/// flattens this group, so the two binaries cannot drift apart.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonFlags {
+    /// Lower the entry limit (default and maximum 100000).
+    #[arg(long, env = "TAKBAK_MAX_ENTRIES")]
+    pub max_entries: Option<u64>,
+    /// Lower the stored payload limit in bytes (default and maximum 8 GiB).
+    #[arg(long, env = "TAKBAK_MAX_PAYLOAD_BYTES")]
+    pub max_payload_bytes: Option<u64>,
+    /// Operation deadline in seconds, 1 to 3600 (default 600).
+    #[arg(long, env = "TAKBAK_DEADLINE_SECONDS")]
+    pub deadline_seconds: Option<u64>,
+    /// Also write the result as a new Prometheus textfile (created exclusively, never replaced).
+    #[arg(long, env = "TAKBAK_METRICS_TEXTFILE")]
+    pub metrics_textfile: Option<PathBuf>,
+    /// Never show the progress display (it is shown only when stderr is a terminal).
+    #[arg(long, env = "TAKBAK_NO_PROGRESS")]
+    pub no_progress: bool,
+}
+
+impl CommonFlags {
+    /// The library's common options for `archive`.
+    pub fn into_common(self, archive: PathBuf) -> Common {
+        Common {
+            archive,
+            max_entries: self.max_entries,
+            max_payload_bytes: self.max_payload_bytes,
+            deadline_seconds: self.deadline_seconds,
+            metrics_textfile: self.metrics_textfile,
+            no_progress: self.no_progress,
+        }
+    }
+}
+
 /// Paths for a backup or restore.
 #[derive(Debug, Clone)]
 pub struct TreeArgs {
