@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, env = "MAX_TTL_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_ttl_ms: u64,
     /// Namespace of the epoch ConfigMap (normally the server's own, from the downward API).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "cozy-backups")]
+    #[arg(long, env = "POD_NAMESPACE", default_value = "cozy-backup-controller")]
     pub namespace: String,
     /// Name of the ConfigMap that persists the epoch and the restart-proof key.
     #[arg(long, env = "EPOCH_CONFIGMAP", default_value = "lease-server-epoch")]
