@@ -25,7 +25,7 @@
 //!   After the quiet period every earlier-epoch proof has expired anyway (clocks permitting), so
 //!   the rule needs no time limit of its own.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

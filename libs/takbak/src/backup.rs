@@ -36,6 +36,7 @@ use sha2::{Digest, Sha256};
 use crate::ctx::{Ctx, Phase};
 use crate::dio::DirectWriter;
 use crate::error::{Error, FailureSource as Src, Result, errno_err, io_err};
+use crate::extent_hash;
 use crate::format::{self, CHUNK_SIZE, Entry, Extent, Kind, Manifest, Trailer};
 use crate::fsutil::{self, Xattrs};
 use crate::limits::Limits;
@@ -419,7 +420,7 @@ fn write_archive(
             let mut whole = whole;
             let mut n = 0u64;
             for (buf, len) in chunks_rx {
-                whole.update(&buf[..len]);
+                extent_hash::warmed(&buf[..len], |piece| whole.update(piece));
                 n += len as u64;
                 if hashed_tx.send((buf, len)).is_err() {
                     break; // the writer failed; it reports why
@@ -882,7 +883,7 @@ fn read_small(
     Ok(Some(Extent(
         0,
         job.size,
-        hex::encode(Sha256::digest(&*buf)),
+        hex::encode(extent_hash::sha256(buf)),
     )))
 }
 
@@ -938,7 +939,7 @@ fn read_one(
             if extents.len() as u64 >= limits.max_extents_per_file {
                 return Err(Error::Limit("extents_per_file"));
             }
-            extents.push(Extent(start, len, hex::encode(Sha256::digest(&*buf))));
+            extents.push(Extent(start, len, hex::encode(extent_hash::sha256(buf))));
             out.len += len as usize;
         }
         ctx.bytes_done

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 /// the crash tests to kill the real binaries at every interesting point without timing guesses.
 pub const KILL_AT_STEP_ENV: &str = "TAKBAK_TEST_KILL_AT_STEP";
 
+/// With this set to `1`, every phase change is printed to stderr with the time since the start
+/// (phase names only: safe to share). For benchmarking.
+pub const TRACE_PHASES_ENV: &str = "TAKBAK_TRACE_PHASES";
+
 /// The bounded operation phases reported in result JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -105,6 +109,7 @@ pub struct Ctx {
     pub files_total: AtomicU64,
     kill_at_step: Option<u64>,
     steps: AtomicU64,
+    trace_phases: bool,
 }
 
 impl Ctx {
@@ -125,6 +130,7 @@ impl Ctx {
             files_total: AtomicU64::new(0),
             kill_at_step,
             steps: AtomicU64::new(0),
+            trace_phases: std::env::var_os(TRACE_PHASES_ENV).is_some_and(|v| v == "1"),
         }
     }
 
@@ -148,6 +154,15 @@ impl Ctx {
 
     /// Records the current phase.
     pub fn set_phase(&self, p: Phase) {
+        if self.trace_phases {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "takbak: {:>8.3} s  phase {}",
+                self.elapsed().as_secs_f64(),
+                p.as_str()
+            );
+        }
         self.phase.store(p as u8, Ordering::SeqCst);
     }
 

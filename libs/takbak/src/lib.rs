@@ -26,6 +26,7 @@ pub mod ctx;
 pub mod dio;
 pub mod durable;
 pub mod error;
+pub mod extent_hash;
 pub mod format;
 pub mod fsutil;
 pub mod limits;

@@ -13,13 +13,25 @@
 //! the limits, so memory stays bounded by the manifest limit plus a few 1 MiB buffers.
 
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
 use crate::ctx::Ctx;
 use crate::error::{Error, FailureSource as Src, Result, io_err};
+use crate::extent_hash::{ExtentCheck, ExtentHasher};
 use crate::format::{self, CHUNK_SIZE, HEADER_LEN, Manifest, TRAILER_LEN, Totals, Trailer};
 use crate::limits::Limits;
+
+/// What a full verification established.
+#[derive(Debug)]
+pub struct Verified {
+    /// SHA-256 of the whole archive file.
+    pub archive_sha256: [u8; 32],
+    /// One check per stored extent, in manifest order, taken while the extent's hash was verified
+    /// (restore re-verifies the destination against these).
+    pub checks: Vec<ExtentCheck>,
+}
 
 /// An archive whose framing and manifest passed every structural check.
 #[derive(Debug, Clone)]
@@ -125,113 +137,166 @@ pub fn open<R: Read + Seek>(r: &mut R, limits: &Limits) -> Result<Opened> {
     })
 }
 
-/// Reads the whole archive once, checking every byte; returns the whole-archive SHA-256.
-pub fn verify<R: Read + Seek>(r: &mut R, opened: &Opened, ctx: &Ctx) -> Result<[u8; 32]> {
+/// Reads the whole archive once, checking every byte (header, every extent against the manifest,
+/// manifest, trailer, length), and computes the whole-archive SHA-256.
+pub fn verify<R: Read + Seek>(r: &mut R, opened: &Opened, ctx: &Ctx) -> Result<Verified> {
+    let changed = || Error::Archive("archive_changed_during_read");
+    let read_exact = |r: &mut R, b: &mut [u8]| -> Result<()> {
+        match fill(r, b).map_err(read_io)? {
+            n if n == b.len() => Ok(()),
+            _ => Err(changed()),
+        }
+    };
+    let mut whole = Sha256::new();
+    let progress = |n: usize| {
+        ctx.bytes_done.fetch_add(n as u64, Ordering::Relaxed);
+    };
+    let mut buf = vec![0u8; CHUNK_SIZE as usize];
     r.seek(SeekFrom::Start(0)).map_err(read_io)?;
-    let payload_end = HEADER_LEN + opened.trailer.payload_len;
-    let manifest_end = payload_end + opened.trailer.manifest_len;
-    let mut extents = opened
+
+    let header = &mut buf[..HEADER_LEN as usize];
+    read_exact(r, header)?;
+    if header[..] != opened.header[..] {
+        return Err(changed());
+    }
+    whole.update(&*header);
+    progress(header.len());
+
+    let checks = verify_payload(r, opened, ctx, &mut whole)?;
+
+    let mut manifest_hasher = Sha256::new();
+    let mut left = opened.trailer.manifest_len;
+    while left > 0 {
+        ctx.check()?;
+        let b = &mut buf[..left.min(CHUNK_SIZE) as usize];
+        read_exact(r, b)?;
+        manifest_hasher.update(&*b);
+        whole.update(&*b);
+        progress(b.len());
+        left -= b.len() as u64;
+    }
+    if manifest_hasher.finalize().as_slice() != opened.trailer.manifest_sha256 {
+        return Err(changed());
+    }
+
+    let trailer = &mut buf[..TRAILER_LEN as usize];
+    read_exact(r, trailer)?;
+    if trailer[..] != opened.trailer_bytes[..] {
+        return Err(changed());
+    }
+    whole.update(&*trailer);
+    progress(trailer.len());
+    if fill(r, &mut buf[..1]).map_err(read_io)? != 0 {
+        return Err(changed());
+    }
+    Ok(Verified {
+        archive_sha256: whole.finalize().into(),
+        checks,
+    })
+}
+
+/// Reads the payload extent by extent, hashing it into `whole` on the way (while it is in this
+/// core's cache), and checks each extent's SHA-256 on a small pool of threads; returns the
+/// extents' checks in order.
+///
+/// The whole-archive hash is one sequential chain and bounds the speed of the pass; the extent
+/// hashes are independent, so the pool keeps them off that path.
+fn verify_payload<R: Read>(
+    r: &mut R,
+    opened: &Opened,
+    ctx: &Ctx,
+    whole: &mut Sha256,
+) -> Result<Vec<ExtentCheck>> {
+    let extents: Vec<&format::Extent> = opened
         .manifest
         .entries
         .iter()
         .filter_map(|e| e.extents.as_deref())
-        .flatten();
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(4);
-    let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
-    std::thread::scope(|s| {
-        let hasher = s.spawn(move || {
-            let mut h = Sha256::new();
-            for b in rx {
-                h.update(&b);
-                let _ = spare_tx.send(b);
-            }
-            <[u8; 32]>::from(h.finalize())
-        });
-        let checked = (|| -> Result<()> {
-            let mut pos = 0u64;
-            let mut cur: Option<(u64, Sha256, &str)> = None;
-            let mut manifest_hasher = Sha256::new();
-            loop {
-                ctx.check()?;
-                let mut block = spare_rx.try_recv().unwrap_or_default();
-                block.resize(CHUNK_SIZE as usize, 0);
-                let n = fill(r, &mut block).map_err(read_io)?;
-                if n == 0 {
-                    break;
+        .flatten()
+        .collect();
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let failed = AtomicBool::new(false);
+    let mut checks: Vec<Option<ExtentCheck>> = vec![None; extents.len()];
+    let (read_result, hash_error) = std::thread::scope(|s| {
+        let (job_tx, job_rx) = crossbeam_channel::bounded::<(usize, Vec<u8>)>(2 * workers);
+        let (done_tx, done_rx) =
+            crossbeam_channel::unbounded::<(usize, Vec<u8>, Result<ExtentCheck>)>();
+        for _ in 0..workers {
+            let (job_rx, done_tx, extents, failed) =
+                (job_rx.clone(), done_tx.clone(), &extents, &failed);
+            s.spawn(move || {
+                for (i, b) in job_rx {
+                    let mut h = ExtentHasher::new();
+                    h.update(&b);
+                    let (digest, check) = h.finish();
+                    let res = if hex::encode(digest) == extents[i].2 {
+                        Ok(check)
+                    } else {
+                        failed.store(true, Ordering::Relaxed);
+                        Err(Error::Archive("extent_checksum_mismatch"))
+                    };
+                    if done_tx.send((i, b, res)).is_err() {
+                        break;
+                    }
                 }
-                block.truncate(n);
-                let end = pos + n as u64;
-                if end > opened.file_len {
+            });
+        }
+        drop((job_rx, done_tx));
+        let mut spare: Vec<Vec<u8>> = Vec::new();
+        let mut hash_error = None;
+        let mut collect = |(i, b, res): (usize, Vec<u8>, Result<ExtentCheck>),
+                           spare: &mut Vec<Vec<u8>>| {
+            spare.push(b);
+            match res {
+                Ok(c) => {
+                    checks[i] = Some(c);
+                    ctx.files_done.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    hash_error.get_or_insert(e);
+                }
+            }
+        };
+        let read_result = (|| -> Result<()> {
+            for (i, format::Extent(_, len, _)) in extents.iter().enumerate() {
+                ctx.check()?;
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(()); // a hash mismatch is reported below
+                }
+                while let Ok(d) = done_rx.try_recv() {
+                    collect(d, &mut spare);
+                }
+                let mut b = spare.pop().unwrap_or_default();
+                b.resize(*len as usize, 0);
+                if fill(r, &mut b).map_err(read_io)? != b.len() {
                     return Err(Error::Archive("archive_changed_during_read"));
                 }
-                let mut off = 0usize;
-                while off < n {
-                    let abs = pos + off as u64;
-                    let rest = &block[off..];
-                    let take = if abs < HEADER_LEN {
-                        let k = rest.len().min((HEADER_LEN - abs) as usize);
-                        if rest[..k] != opened.header[abs as usize..abs as usize + k] {
-                            return Err(Error::Archive("archive_changed_during_read"));
-                        }
-                        k
-                    } else if abs < payload_end {
-                        let k0 = rest.len().min((payload_end - abs) as usize);
-                        let (remaining, h, _) = match &mut cur {
-                            Some(c) => c,
-                            None => {
-                                let format::Extent(_, len, sum) = extents
-                                    .next()
-                                    .ok_or(Error::Archive("payload_without_extent"))?;
-                                cur.insert((*len, Sha256::new(), sum.as_str()))
-                            }
-                        };
-                        let k = k0.min(*remaining as usize);
-                        h.update(&rest[..k]);
-                        *remaining -= k as u64;
-                        if *remaining == 0 {
-                            if let Some((_, h, sum)) = cur.take()
-                                && hex::encode(h.finalize()) != sum
-                            {
-                                return Err(Error::Archive("extent_checksum_mismatch"));
-                            }
-                            ctx.files_done
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        k
-                    } else if abs < manifest_end {
-                        let k = rest.len().min((manifest_end - abs) as usize);
-                        manifest_hasher.update(&rest[..k]);
-                        k
-                    } else {
-                        let t = (abs - manifest_end) as usize;
-                        let k = rest.len().min(TRAILER_LEN as usize - t);
-                        if rest[..k] != opened.trailer_bytes[t..t + k] {
-                            return Err(Error::Archive("archive_changed_during_read"));
-                        }
-                        k
-                    };
-                    off += take;
-                }
-                ctx.bytes_done
-                    .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                pos = end;
-                tx.send(block)
+                whole.update(&b);
+                ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+                job_tx
+                    .send((i, b))
                     .map_err(|_| Error::Archive("hasher_stopped"))?;
-            }
-            if pos != opened.file_len || cur.is_some() || extents.next().is_some() {
-                return Err(Error::Archive("archive_changed_during_read"));
-            }
-            if manifest_hasher.finalize().as_slice() != opened.trailer.manifest_sha256 {
-                return Err(Error::Archive("archive_changed_during_read"));
             }
             Ok(())
         })();
-        drop(tx);
-        let whole = hasher
-            .join()
-            .map_err(|_| Error::Archive("hasher_thread_panicked"))?;
-        checked.map(|()| whole)
-    })
+        drop(job_tx);
+        for d in done_rx {
+            collect(d, &mut spare);
+        }
+        (read_result, hash_error)
+    });
+    // A mismatch comes first in file order: only extents before a read failure were hashed.
+    if let Some(e) = hash_error {
+        return Err(e);
+    }
+    read_result?;
+    checks
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or(Error::Archive("hasher_stopped"))
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
@@ -255,8 +320,8 @@ pub fn open_and_verify<R: Read + Seek>(
     ctx: &Ctx,
 ) -> Result<(Opened, [u8; 32])> {
     let opened = open(r, limits)?;
-    let sum = verify(r, &opened, ctx)?;
-    Ok((opened, sum))
+    let verified = verify(r, &opened, ctx)?;
+    Ok((opened, verified.archive_sha256))
 }
 
 /// Writes one JSON line per manifest entry (path, type, metadata, size, stored extents).

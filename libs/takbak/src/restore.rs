@@ -2,18 +2,25 @@
 //! incomplete-marker protocol, re-verify it, and only then publish.
 //!
 //! ```text
-//!  destination empty? → open + verify whole archive (no destination write yet) → still empty?
-//!  → create MARKER (O_EXCL) + fsync marker + fsync root                     [phase create_marker]
-//!  → prefetch thread (O_DIRECT) → archive payload in manifest order ──bounded channel──▶ this thread:
-//!      mkdirat / openat(O_EXCL|O_NOFOLLOW) + ftruncate + pwrite non-zero blocks (O_DIRECT for
-//!      files ≥ 1 MiB) / symlinkat / linkat, ownership, mode, times; directory metadata last
-//!                                                                            [phase write_tree]
-//!  → re-read every entry against the manifest (type, mode, owner, ns times, size, extent hashes,
-//!    zero ranges, link identity and counts, symlink targets, no extra names)  [phase verify_tree]
+//!  destination empty? → open archive (framing, manifest, limits, records)
+//!  → read the whole archive (O_DIRECT prefetch): whole-archive SHA-256 on the reading thread,
+//!    each extent's SHA-256 = manifest? + its ExtentCheck on a pool            [verify_archive]
+//!  → still empty? → create MARKER (O_EXCL) + fsync marker + fsync root         [create_marker]
+//!  → reader thread: each extent's non-zero span, read again ──bounded channel──▶ here:
+//!      mkdirat / openat(O_EXCL|O_NOFOLLOW) + ftruncate + pwrite non-zero blocks (O_DIRECT, on two
+//!      writer threads, for files ≥ 1 MiB) / symlinkat / linkat, ownership, mode, times (after the
+//!      file's writes finished); directory metadata last                      [write_tree]
+//!  → re-read every entry against the manifest (type, mode, owner, ns times, size, content against
+//!    the ExtentChecks, zero ranges, link identity and counts, symlink targets, no extra names)
+//!                                                                            [verify_tree]
 //!  → durability (crate::durable): one syncfs(root) on allow-listed file systems, otherwise
 //!    syncfs + fsync of each file and each directory (children first) and the root  [sync_tree]
-//!  → unlink MARKER → root times → fsync root → marker absent?                [phase publish_restore]
+//!  → unlink MARKER → root times → fsync root → marker absent?                [publish_restore]
 //! ```
+//!
+//! The second read of the archive is not trusted: the re-verification compares the written
+//! tree with [`ExtentCheck`]s taken from the validated bytes (see [`crate::extent_hash`]), so an
+//! archive that changes between the reads fails the restore with the marker in place.
 //!
 //! Invariants: nothing is written before the archive verified; every create is relative to a
 //! directory descriptor we created, with `O_NOFOLLOW`/`O_EXCL`, so symlinks are never traversed and
@@ -24,20 +31,21 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, SeekFrom as RSeek, Uid};
 use rustix::io::Errno;
-use sha2::{Digest, Sha256};
 
 use crate::ctx::{Ctx, Phase};
 use crate::dio::{AlignedBuf, ExtentPrefetch, PrefetchReader};
 use crate::durable::Durability;
 use crate::error::{Error, FailureSource as Src, Result, errno_err, io_err};
+use crate::extent_hash::{ExtentCheck, ExtentHasher};
 use crate::format::{self, CHUNK_SIZE, Entry, HEADER_LEN, Kind, MARKER_NAME};
 use crate::fsutil;
 use crate::limits::Limits;
@@ -101,14 +109,34 @@ pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
     let opened = reader::open(&mut f, &opts.limits)?;
     crate::records::check_restore(&opts.identity, &opts.record, &opened.manifest.source)?;
     ctx.bytes_total.store(opened.file_len, Ordering::Relaxed);
-    let mut f = PrefetchReader::new(f).map_err(io_err("open_archive", Src::Archive))?;
-    let whole = reader::verify(&mut f, &opened, ctx)?;
+    let dup = || f.try_clone().map_err(io_err("open_archive", Src::Archive));
+    let mut pr = PrefetchReader::new(dup()?).map_err(io_err("open_archive", Src::Archive))?;
+    let verified = reader::verify(&mut pr, &opened, ctx)?;
+    drop(pr);
+    write_and_verify(&root, &f, &opened, &verified.checks, ctx)?;
+    publish_restore(&root, &opened, ctx)?;
+    Ok(Report {
+        totals: opened.totals,
+        archive_bytes: Some(opened.file_len),
+        manifest_bytes: Some(opened.trailer.manifest_len),
+        archive_sha256: Some(hex::encode(verified.archive_sha256)),
+        manifest_sha256: Some(hex::encode(opened.trailer.manifest_sha256)),
+    })
+}
 
+/// From the validated archive to a written, re-verified and durable tree (still marked incomplete).
+fn write_and_verify(
+    root: &OwnedFd,
+    archive: &File,
+    opened: &Opened,
+    checks: &[ExtentCheck],
+    ctx: &Ctx,
+) -> Result<()> {
     ctx.set_phase(Phase::CheckDestination);
-    check_empty(&root)?;
+    check_empty(root)?;
 
     ctx.set_phase(Phase::CreateMarker);
-    create_marker(&root, ctx)?;
+    create_marker(root, ctx)?;
 
     ctx.set_phase(Phase::WriteTree);
     ctx.bytes_done.store(0, Ordering::Relaxed);
@@ -117,23 +145,23 @@ pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
         .store(opened.totals.payload_bytes, Ordering::Relaxed);
     ctx.files_total
         .store(opened.totals.entries, Ordering::Relaxed);
-    write_tree(&root, &mut f, &opened, ctx)?;
+    write_tree(root, archive, opened, checks, ctx)?;
 
-    let durability = crate::durable::choose(&root);
+    let durability = crate::durable::choose(root);
     let per_inode = !matches!(durability, Durability::Syncfs);
     if per_inode {
         // Flush everything first so the per-inode fsyncs below are cheap and write-back errors
         // surface early; the fsyncs, not this call, are what the durability argument relies on
         // (an error here is still an error).
         ctx.set_phase(Phase::SyncTree);
-        rustix::fs::syncfs(&root).map_err(dst("syncfs"))?;
+        rustix::fs::syncfs(root).map_err(dst("syncfs"))?;
         ctx.step();
     }
 
     ctx.set_phase(Phase::VerifyTree);
     ctx.bytes_done.store(0, Ordering::Relaxed);
     ctx.files_done.store(0, Ordering::Relaxed);
-    verify_tree(&root, &opened, ctx, per_inode)?;
+    verify_tree(root, opened, checks, ctx, per_inode)?;
 
     if !per_inode {
         // One syncfs on the destination file system: it writes back and waits for every dirty
@@ -141,27 +169,25 @@ pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
         // root's namespace) and commits the journal, and since Linux 5.8 it reports any write-back
         // error on the file system since `root` was opened. See docs/takbak-tools.md.
         ctx.set_phase(Phase::SyncTree);
-        rustix::fs::syncfs(&root).map_err(dst("syncfs"))?;
+        rustix::fs::syncfs(root).map_err(dst("syncfs"))?;
         ctx.step();
     }
+    Ok(())
+}
 
+/// Removes the marker and makes that durable: the only step after which a failure is
+/// "publication uncertain".
+fn publish_restore(root: &OwnedFd, opened: &Opened, ctx: &Ctx) -> Result<()> {
     ctx.set_phase(Phase::PublishRestore);
-    rustix::fs::unlinkat(&root, MARKER_NAME, AtFlags::empty())
+    rustix::fs::unlinkat(root, MARKER_NAME, AtFlags::empty())
         .map_err(errno_err("unlink_marker", Src::Marker))?;
     ctx.marker_removed.store(true, Ordering::SeqCst);
     ctx.step();
-    publish(&root, &opened.manifest.entries[0], ctx).map_err(|e| {
+    publish(root, &opened.manifest.entries[0], ctx).map_err(|e| {
         // The tree is complete and verified, but its publication is not known to be durable.
         // Recreate the marker so the volume is not mistaken for a finished restore.
-        let _ = create_marker(&root, ctx);
+        let _ = create_marker(root, ctx);
         Error::PublicationUncertain(Box::new(e))
-    })?;
-    Ok(Report {
-        totals: opened.totals,
-        archive_bytes: Some(opened.file_len),
-        manifest_bytes: Some(opened.trailer.manifest_len),
-        archive_sha256: Some(hex::encode(whole)),
-        manifest_sha256: Some(hex::encode(opened.trailer.manifest_sha256)),
     })
 }
 
@@ -236,39 +262,99 @@ fn open_parent_beneath(root: &OwnedFd, parent: &str) -> Result<OwnedFd> {
     fsutil::open_beneath(root, p, OFlags::RDONLY | OFlags::DIRECTORY).map_err(dst("open_dir"))
 }
 
-fn write_tree(root: &OwnedFd, f: &mut PrefetchReader, opened: &Opened, ctx: &Ctx) -> Result<()> {
+/// The part of a stored extent that holds its non-zero bytes, widened to whole 4 KiB blocks (and
+/// cut at the extent's end): `(start, end)` offsets in the extent; `None` for an extent of zeros.
+/// Only this part is read back from the archive and written: the rest is zero by validation, and
+/// zeros are left as holes.
+fn data_span(c: &ExtentCheck, len: u64) -> Option<(u64, u64)> {
+    const BLOCK: u64 = 4096;
+    (c.data_end > c.data_start).then(|| {
+        (
+            c.data_start / BLOCK * BLOCK,
+            c.data_end.div_ceil(BLOCK).saturating_mul(BLOCK).min(len),
+        )
+    })
+}
+
+/// Streams the validated extents' data spans from the archive (read again, with `O_DIRECT` where
+/// allowed, in a prefetch thread) to [`create_entries`]. What this read returns is not trusted: the re-verification
+/// compares the written tree with the checks taken during validation.
+fn write_tree(
+    root: &OwnedFd,
+    archive: &File,
+    opened: &Opened,
+    checks: &[ExtentCheck],
+    ctx: &Ctx,
+) -> Result<()> {
+    let changed = || Error::Archive("archive_changed_during_read");
+    let len_now = |f: &File| f.metadata().map(|m| m.len()).ok();
+    if len_now(archive) != Some(opened.file_len) {
+        return Err(changed());
+    }
+    let check = archive;
+    let archive = archive
+        .try_clone()
+        .map_err(io_err("open_archive", Src::Archive))?;
+    let extents = opened
+        .manifest
+        .entries
+        .iter()
+        .filter_map(|e| e.extents.as_deref())
+        .flatten();
+    let mut ranges = Vec::new();
+    let mut at = HEADER_LEN;
+    for (format::Extent(_, len, _), c) in extents.zip(checks) {
+        if let Some((lo, hi)) = data_span(c, *len) {
+            ranges.push((at + lo, hi - lo));
+        }
+        at += len;
+    }
     let (tx, rx) = crossbeam_channel::bounded::<(AlignedBuf, usize)>(8);
     let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<AlignedBuf>();
     let (read_res, write_res) = std::thread::scope(|s| {
         let reader = s.spawn(move || -> Result<()> {
-            f.seek(SeekFrom::Start(HEADER_LEN))
-                .map_err(io_err("seek_archive", Src::Archive))?;
-            let mut r = f.take(opened.trailer.payload_len);
-            for e in &opened.manifest.entries {
-                for format::Extent(_, len, _) in e.extents.iter().flatten() {
-                    let mut buf = spare_rx
-                        .try_recv()
-                        .unwrap_or_else(|_| AlignedBuf::new(CHUNK_SIZE as usize));
-                    let n = *len as usize;
-                    r.read_exact(&mut buf.as_mut_slice()[..n])
-                        .map_err(|e| match e.kind() {
-                            std::io::ErrorKind::UnexpectedEof => {
-                                Error::Archive("archive_changed_during_read")
-                            }
-                            _ => Error::Io {
-                                op: "read_archive",
-                                source_kind: Src::Archive,
-                                source: e,
-                            },
-                        })?;
-                    if tx.send((buf, n)).is_err() {
-                        return Ok(()); // the writer stopped; it reports why
+            let mut pr = ExtentPrefetch::new(archive, ranges.clone());
+            let io = |e: std::io::Error| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => changed(),
+                _ => Error::Io {
+                    op: "read_archive",
+                    source_kind: Src::Archive,
+                    source: e,
+                },
+            };
+            for (start, n) in ranges {
+                let n = n as usize;
+                let mut buf = spare_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| AlignedBuf::new(CHUNK_SIZE as usize));
+                let out = &mut buf.as_mut_slice()[..n];
+                let mut filled = 0usize;
+                while filled < n {
+                    let piece = pr.peek().map_err(io)?;
+                    let Some(pc) = piece.filter(|pc| pc.off < start + n as u64) else {
+                        break; // the rest of the span is a hole in the archive file: zeros
+                    };
+                    let rel = pc.off.checked_sub(start).ok_or_else(changed)? as usize;
+                    let b = pc.bytes();
+                    if rel < filled || rel + b.len() > n {
+                        return Err(changed());
                     }
+                    out[filled..rel].fill(0);
+                    out[rel..rel + b.len()].copy_from_slice(b);
+                    filled = rel + b.len();
+                    pr.consume();
+                }
+                out[filled..].fill(0);
+                if tx.send((buf, n)).is_err() {
+                    return Ok(()); // the writer stopped; it reports why
                 }
             }
-            Ok(())
+            match len_now(check) {
+                Some(l) if l == opened.file_len => Ok(()),
+                _ => Err(changed()),
+            }
         });
-        let write_res = create_entries(root, opened, ctx, rx, spare_tx);
+        let write_res = create_entries(root, opened, checks, ctx, rx, spare_tx);
         let read_res = reader
             .join()
             .unwrap_or(Err(Error::Archive("reader_thread_panicked")));
@@ -280,16 +366,104 @@ fn write_tree(root: &OwnedFd, f: &mut PrefetchReader, opened: &Opened, ctx: &Ctx
     }
 }
 
+/// One extent's data span for a writer thread: `buf[..n]` goes to `off` of `file`.
+struct WriteJob {
+    file: Arc<File>,
+    direct: Arc<AtomicBool>,
+    buf: AlignedBuf,
+    n: usize,
+    off: u64,
+    len: u64,
+}
+
+/// Writer threads for files written with `O_DIRECT`: the device takes concurrent direct writes
+/// noticeably faster than one stream (measured 1.8 vs 1.3 GB/s on the benchmark machine).
+const WRITERS: usize = 2;
+
+/// Runs write jobs until the job channel closes; returns each buffer with the job's result.
+fn writer(
+    jobs: crossbeam_channel::Receiver<WriteJob>,
+    done: crossbeam_channel::Sender<(WriteJob, Result<()>)>,
+    direct_ok: &AtomicBool,
+    ctx: &Ctx,
+) {
+    for job in jobs {
+        let r = write_sparse(
+            &job.file,
+            &job.buf.as_slice()[..job.n],
+            job.off,
+            &job.direct,
+            direct_ok,
+        );
+        ctx.step();
+        if done.send((job, r)).is_err() {
+            return;
+        }
+    }
+}
+
 fn create_entries(
     root: &OwnedFd,
     opened: &Opened,
+    checks: &[ExtentCheck],
     ctx: &Ctx,
     rx: crossbeam_channel::Receiver<(AlignedBuf, usize)>,
     spare: crossbeam_channel::Sender<AlignedBuf>,
 ) -> Result<()> {
+    let direct_ok = AtomicBool::new(crate::dio::direct_allowed());
+    std::thread::scope(|s| {
+        let (job_tx, job_rx) = crossbeam_channel::bounded::<WriteJob>(WRITERS);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        for _ in 0..WRITERS {
+            let (jobs, done, direct_ok) = (job_rx.clone(), done_tx.clone(), &direct_ok);
+            s.spawn(move || writer(jobs, done, direct_ok, ctx));
+        }
+        drop((job_rx, done_tx));
+        let pool = Pool {
+            jobs: job_tx,
+            done: done_rx,
+            spare,
+        };
+        create_entries_with(root, opened, checks, ctx, &rx, &pool, &direct_ok)
+    })
+}
+
+/// The writer threads' channels, as seen by [`create_entries_with`].
+struct Pool {
+    jobs: crossbeam_channel::Sender<WriteJob>,
+    done: crossbeam_channel::Receiver<(WriteJob, Result<()>)>,
+    spare: crossbeam_channel::Sender<AlignedBuf>,
+}
+
+impl Pool {
+    /// Takes one finished job: recycles its buffer, counts its progress, keeps the first error.
+    fn finish_one(&self, ctx: &Ctx, first_err: &mut Option<Error>) -> Result<()> {
+        let (job, r) = self
+            .done
+            .recv()
+            .map_err(|_| Error::Archive("writer_thread_stopped"))?;
+        ctx.bytes_done.fetch_add(job.len, Ordering::Relaxed);
+        let _ = self.spare.send(job.buf);
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+        Ok(())
+    }
+}
+
+fn create_entries_with(
+    root: &OwnedFd,
+    opened: &Opened,
+    checks: &[ExtentCheck],
+    ctx: &Ctx,
+    rx: &crossbeam_channel::Receiver<(AlignedBuf, usize)>,
+    pool: &Pool,
+    direct_ok: &AtomicBool,
+) -> Result<()> {
+    let spare = &pool.spare;
     let entries = &opened.manifest.entries;
     let mut stack: Vec<(String, OwnedFd)> = Vec::new();
-    let mut direct_ok = crate::dio::direct_allowed();
+    let mut checks = checks.iter();
     for e in entries.iter().skip(1) {
         ctx.check()?;
         let (parent, name) = format::split_parent(&e.path);
@@ -306,35 +480,67 @@ fn create_entries(
             Kind::File => {
                 let fd = fsutil::create_exclusive(pfd, &name).map_err(dst("create_file"))?;
                 ctx.step();
-                let file = File::from(fd);
+                let file = Arc::new(File::from(fd));
                 let size = e.size.unwrap_or(0);
                 file.set_len(size)
                     .map_err(io_err("truncate", Src::Destination))?;
-                // Large files bypass the page cache (whole 4 KiB blocks only; the tail is buffered).
-                let mut direct = direct_ok && size >= DIRECT_MIN_FILE && {
-                    let ok = crate::dio::set_direct(&file, true).is_ok();
-                    direct_ok &= ok;
+                // Large files bypass the page cache (whole 4 KiB blocks only; the tail is
+                // buffered) and are written by the writer threads; small ones right here.
+                let parallel = direct_ok.load(Ordering::Relaxed) && size >= DIRECT_MIN_FILE && {
+                    let ok = crate::dio::set_direct(&*file, true).is_ok();
+                    direct_ok.fetch_and(ok, Ordering::Relaxed);
                     ok
                 };
-                for format::Extent(off, _, _) in e.extents.iter().flatten() {
+                let direct = Arc::new(AtomicBool::new(parallel));
+                let (mut pending, mut first_err) = (0usize, None);
+                for format::Extent(off, len, _) in e.extents.iter().flatten() {
+                    let check = checks
+                        .next()
+                        .ok_or(Error::Archive("payload_without_extent"))?;
+                    let Some((lo, _)) = data_span(check, *len) else {
+                        ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+                        ctx.step();
+                        continue;
+                    };
                     let (buf, n) = rx
                         .recv()
                         .map_err(|_| Error::Archive("archive_changed_during_read"))?;
-                    write_sparse(
-                        &file,
-                        &buf.as_slice()[..n],
-                        *off,
-                        &mut direct,
-                        &mut direct_ok,
-                    )?;
-                    ctx.bytes_done.fetch_add(n as u64, Ordering::Relaxed);
-                    let _ = spare.send(buf);
-                    ctx.step();
+                    if !parallel {
+                        write_sparse(&file, &buf.as_slice()[..n], off + lo, &direct, direct_ok)?;
+                        let _ = spare.send(buf);
+                        ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+                        ctx.step();
+                        continue;
+                    }
+                    if pending == 2 * WRITERS {
+                        pool.finish_one(ctx, &mut first_err)?;
+                        pending -= 1;
+                    }
+                    let job = WriteJob {
+                        file: file.clone(),
+                        direct: direct.clone(),
+                        buf,
+                        n,
+                        off: off + lo,
+                        len: *len,
+                    };
+                    pool.jobs
+                        .send(job)
+                        .map_err(|_| Error::Archive("writer_thread_stopped"))?;
+                    pending += 1;
                 }
-                if direct {
-                    crate::dio::set_direct(&file, false).map_err(dst("fcntl"))?;
+                // Every write of this file is done before its metadata is set.
+                while pending > 0 {
+                    pool.finish_one(ctx, &mut first_err)?;
+                    pending -= 1;
                 }
-                set_dir_or_file_meta(&file, e)?;
+                if let Some(e) = first_err {
+                    return Err(e);
+                }
+                if direct.load(Ordering::Relaxed) {
+                    crate::dio::set_direct(&*file, false).map_err(dst("fcntl"))?;
+                }
+                set_dir_or_file_meta(&*file, e)?;
                 ctx.step();
             }
             Kind::Symlink => {
@@ -402,8 +608,8 @@ fn write_sparse(
     file: &File,
     buf: &[u8],
     off: u64,
-    direct: &mut bool,
-    direct_ok: &mut bool,
+    direct: &AtomicBool,
+    direct_ok: &AtomicBool,
 ) -> Result<()> {
     const BLOCK: usize = 4096;
     let werr = io_err("write_file", Src::Destination);
@@ -419,20 +625,22 @@ fn write_sparse(
         }
         let end = i.min(buf.len());
         let mut from = start;
-        if *direct {
+        if direct.load(Ordering::Relaxed) {
             let whole = start + (end - start) / BLOCK * BLOCK;
             if whole > start {
                 match file.write_all_at(&buf[start..whole], off + start as u64) {
                     Ok(()) => from = whole,
                     Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
-                        *direct_ok = false;
+                        direct_ok.store(false, Ordering::Relaxed);
                     }
                     Err(e) => return Err(werr(e)),
                 }
             }
             if from < end {
+                // Only this thread's unaligned write needs buffered mode; concurrent whole-block
+                // writes to the same file are correct either way, and nobody sets it again.
                 crate::dio::set_direct(file, false).map_err(dst("fcntl"))?;
-                *direct = false;
+                direct.store(false, Ordering::Relaxed);
             }
         }
         if from < end {
@@ -445,8 +653,23 @@ fn write_sparse(
 
 /// Compares the restored tree against the manifest and fsyncs it, children before parents.
 #[allow(clippy::unnecessary_cast)]
-fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> Result<()> {
+fn verify_tree(
+    root: &OwnedFd,
+    opened: &Opened,
+    checks: &[ExtentCheck],
+    ctx: &Ctx,
+    fsync_each: bool,
+) -> Result<()> {
     let entries = &opened.manifest.entries;
+    // Index of each entry's first extent check.
+    let first_check: Vec<usize> = entries
+        .iter()
+        .scan(0usize, |n, e| {
+            let at = *n;
+            *n += e.extents.as_ref().map_or(0, Vec::len);
+            Some(at)
+        })
+        .collect();
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -467,7 +690,7 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
         let (jtx, jrx) = crossbeam_channel::bounded::<ContentJob>(64);
         for _ in 0..workers {
             let jrx = jrx.clone();
-            let (record, failed) = (&record, &failed);
+            let (record, failed, first_check) = (&record, &failed, &first_check);
             s.spawn(move || {
                 let mut buf = Vec::new();
                 for job in jrx {
@@ -475,6 +698,11 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
                         continue; // drain: an earlier failure is already known
                     }
                     let e = &entries[job.i];
+                    let n = e.extents.as_ref().map_or(0, Vec::len);
+                    let Some(want) = checks.get(first_check[job.i]..first_check[job.i] + n) else {
+                        record(job.i, Error::Archive("payload_without_extent"));
+                        continue;
+                    };
                     let mut pr = job.fd2.map(|fd| {
                         let ranges = e.extents.iter().flatten().map(|x| (x.0, x.1)).collect();
                         ExtentPrefetch::new(File::from(fd), ranges)
@@ -484,6 +712,7 @@ fn verify_tree(root: &OwnedFd, opened: &Opened, ctx: &Ctx, fsync_each: bool) -> 
                         pr.as_mut(),
                         job.probe,
                         e,
+                        want,
                         &mut buf,
                         ctx,
                     );
@@ -688,20 +917,10 @@ fn walk_tree(
     Ok(())
 }
 
-static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-
-fn hash_zeros(h: &mut Sha256, mut n: u64) {
-    while n > 0 {
-        let k = n.min(ZEROS.len() as u64);
-        h.update(&ZEROS[..k as usize]);
-        n -= k;
-    }
-}
-
-/// Like [`hash_range`], from the prefetcher's data pieces (holes hashed as zeros).
-fn hash_prefetched(r: &mut ExtentPrefetch, off: u64, len: u64, ctx: &Ctx) -> Result<[u8; 32]> {
+/// Like [`check_range`], from the prefetcher's data pieces (holes count as zeros).
+fn check_prefetched(r: &mut ExtentPrefetch, off: u64, len: u64, ctx: &Ctx) -> Result<ExtentCheck> {
     let end = off + len;
-    let mut h = Sha256::new();
+    let mut h = ExtentHasher::new();
     let mut p = off;
     loop {
         ctx.check()?;
@@ -711,7 +930,7 @@ fn hash_prefetched(r: &mut ExtentPrefetch, off: u64, len: u64, ctx: &Ctx) -> Res
                 if pc.off < p {
                     return Err(Error::RestoreMismatch("content"));
                 }
-                hash_zeros(&mut h, pc.off - p);
+                h.update_zeros(pc.off - p);
                 let b = pc.bytes();
                 h.update(b);
                 p = pc.off + b.len() as u64;
@@ -723,28 +942,30 @@ fn hash_prefetched(r: &mut ExtentPrefetch, off: u64, len: u64, ctx: &Ctx) -> Res
     if p > end {
         return Err(Error::RestoreMismatch("content"));
     }
-    hash_zeros(&mut h, end - p);
-    Ok(h.finalize().into())
+    h.update_zeros(end - p);
+    Ok(h.check())
 }
 
-/// Checks stored extents by hash and every other byte range as zero, skipping holes.
+/// Checks stored extents against the checks taken while the archive was validated, and every other
+/// byte range as zero, skipping holes.
 fn verify_content(
     file: &File,
     mut pr: Option<&mut ExtentPrefetch>,
     probe: bool,
     e: &Entry,
+    want: &[ExtentCheck],
     buf: &mut Vec<u8>,
     ctx: &Ctx,
 ) -> Result<()> {
     let size = e.size.unwrap_or(0);
     let mut pos = 0u64;
-    for format::Extent(off, len, sum) in e.extents.iter().flatten() {
+    for (format::Extent(off, len, _), want) in e.extents.iter().flatten().zip(want) {
         check_zero(file, pos, *off, buf, ctx)?;
-        let h = match pr.as_deref_mut() {
-            Some(r) => hash_prefetched(r, *off, *len, ctx)?,
-            None => hash_range(file, probe, *off, *len, buf, ctx)?,
+        let got = match pr.as_deref_mut() {
+            Some(r) => check_prefetched(r, *off, *len, ctx)?,
+            None => check_range(file, probe, *off, *len, buf, ctx)?,
         };
-        if hex::encode(h) != *sum {
+        if got != *want {
             return Err(Error::RestoreMismatch("content"));
         }
         ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
@@ -753,19 +974,19 @@ fn verify_content(
     check_zero(file, pos, size, buf, ctx)
 }
 
-/// SHA-256 of the restored bytes `[off, off + len)`. Ranges the file system reports as holes
-/// (`SEEK_DATA`/`SEEK_HOLE`) read as zeros by definition, so zeros are hashed for them without a
-/// read; every range it reports as data is read and hashed (through the prefetcher when given).
-fn hash_range(
+/// The [`ExtentCheck`] of the restored bytes `[off, off + len)`. Ranges the file system reports as
+/// holes (`SEEK_DATA`/`SEEK_HOLE`) read as zeros by definition, so they are accounted without a
+/// read; every range it reports as data is read and hashed.
+fn check_range(
     file: &File,
     probe: bool,
     off: u64,
     len: u64,
     buf: &mut Vec<u8>,
     ctx: &Ctx,
-) -> Result<[u8; 32]> {
+) -> Result<ExtentCheck> {
     let end = off + len;
-    let mut h = Sha256::new();
+    let mut h = ExtentHasher::new();
     let mut p = off;
     while p < end {
         ctx.check()?;
@@ -782,7 +1003,7 @@ fn hash_range(
             Err(Errno::NXIO) => end,
             Err(e) => return Err(dst("seek_data")(e)),
         };
-        hash_zeros(&mut h, data.saturating_sub(p));
+        h.update_zeros(data.saturating_sub(p));
         if data >= end {
             break;
         }
@@ -802,7 +1023,7 @@ fn hash_range(
         }
         p = hole;
     }
-    Ok(h.finalize().into())
+    Ok(h.check())
 }
 
 fn check_zero(file: &File, mut from: u64, to: u64, buf: &mut Vec<u8>, ctx: &Ctx) -> Result<()> {
@@ -905,10 +1126,13 @@ mod tests {
         )
         .unwrap();
         let opened = reader::open(&mut File::open(&archive).unwrap(), &Limits::default()).unwrap();
+        let checks = reader::verify(&mut File::open(&archive).unwrap(), &opened, &ctx)
+            .unwrap()
+            .checks;
         let root =
             rustix::fs::open(&dst, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
         std::fs::write(dst.join(MARKER_NAME), b"m").unwrap();
-        let check = || verify_tree(&root, &opened, &ctx, false).map_err(|e| e.reason());
+        let check = || verify_tree(&root, &opened, &checks, &ctx, false).map_err(|e| e.reason());
         check().unwrap();
 
         // Overwrite bytes in place, keeping size and times (so only the content check can see it).
@@ -926,6 +1150,21 @@ mod tests {
         check().unwrap();
         tamper("d/u-sparse", 3 << 20, 9);
         assert_eq!(check(), Err("content"), "data written into a hole");
+        tamper("d/u-sparse", 3 << 20, 0);
+        check().unwrap();
+        // The stored chunk at 2 MiB is zeros around 100 bytes: its leading and trailing zeros are
+        // re-verified without being hashed again, but still checked.
+        tamper("d/u-sparse", (2 << 20) + 3, 1);
+        assert_eq!(check(), Err("content"), "leading zeros of a stored extent");
+        tamper("d/u-sparse", (2 << 20) + 3, 0);
+        check().unwrap();
+        tamper("d/u-sparse", (2 << 20) + 111, 1);
+        assert_eq!(check(), Err("content"), "just after the last non-zero byte");
+        tamper("d/u-sparse", (2 << 20) + 111, 0);
+        tamper("d/u-sparse", (3 << 20) - 1, 1);
+        assert_eq!(check(), Err("content"), "trailing zeros of a stored extent");
+        tamper("d/u-sparse", (3 << 20) - 1, 0);
+        check().unwrap();
         tamper("d/u-sparse", (2 << 20) + 50, 1);
         // Content of an earlier small file and metadata of a later one: the earlier entry wins.
         tamper("d/s07", 10, 0);

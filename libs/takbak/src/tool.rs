@@ -194,7 +194,7 @@ pub fn verify_file(archive: &Path, limits: &Limits, ctx: &Ctx) -> Result<Report>
     let opened = reader::open(&mut f, limits)?;
     let mut f = crate::dio::PrefetchReader::new(f)
         .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
-    let whole = reader::verify(&mut f, &opened, ctx)?;
+    let whole = reader::verify(&mut f, &opened, ctx)?.archive_sha256;
     Ok(Report {
         totals: opened.totals,
         archive_bytes: Some(opened.file_len),
