@@ -220,25 +220,39 @@ fn verify_payload<R: Read>(
         .clamp(1, 4);
     let failed = AtomicBool::new(false);
     let mut checks: Vec<Option<ExtentCheck>> = vec![None; extents.len()];
+    // A job is a run of consecutive extents, `count` of them from index `first`, read back to back
+    // into one buffer of at most one chunk (unless one extent is larger): small files travel in
+    // batches, not one channel hand-off each.
+    struct Job {
+        first: usize,
+        count: usize,
+        buf: Vec<u8>,
+    }
+    type Done = (Job, Vec<ExtentCheck>, Option<Error>);
     let (read_result, hash_error) = std::thread::scope(|s| {
-        let (job_tx, job_rx) = crossbeam_channel::bounded::<(usize, Vec<u8>)>(2 * workers);
-        let (done_tx, done_rx) =
-            crossbeam_channel::unbounded::<(usize, Vec<u8>, Result<ExtentCheck>)>();
+        let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(2 * workers);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
         for _ in 0..workers {
             let (job_rx, done_tx, extents, failed) =
                 (job_rx.clone(), done_tx.clone(), &extents, &failed);
             s.spawn(move || {
-                for (i, b) in job_rx {
-                    let mut h = ExtentHasher::new();
-                    h.update(&b);
-                    let (digest, check) = h.finish();
-                    let res = if hex::encode(digest) == extents[i].2 {
-                        Ok(check)
-                    } else {
-                        failed.store(true, Ordering::Relaxed);
-                        Err(Error::Archive("extent_checksum_mismatch"))
-                    };
-                    if done_tx.send((i, b, res)).is_err() {
+                for job in job_rx {
+                    let mut at = 0usize;
+                    let mut got = Vec::with_capacity(job.count);
+                    let mut err = None;
+                    for format::Extent(_, len, sum) in &extents[job.first..job.first + job.count] {
+                        let mut h = ExtentHasher::new();
+                        h.update(&job.buf[at..at + *len as usize]);
+                        at += *len as usize;
+                        let (digest, check) = h.finish();
+                        if hex::encode(digest) != *sum {
+                            failed.store(true, Ordering::Relaxed);
+                            err = Some(Error::Archive("extent_checksum_mismatch"));
+                            break;
+                        }
+                        got.push(check);
+                    }
+                    if done_tx.send((job, got, err)).is_err() {
                         break;
                     }
                 }
@@ -247,21 +261,20 @@ fn verify_payload<R: Read>(
         drop((job_rx, done_tx));
         let mut spare: Vec<Vec<u8>> = Vec::new();
         let mut hash_error = None;
-        let mut collect = |(i, b, res): (usize, Vec<u8>, Result<ExtentCheck>),
-                           spare: &mut Vec<Vec<u8>>| {
-            spare.push(b);
-            match res {
-                Ok(c) => {
-                    checks[i] = Some(c);
-                    ctx.files_done.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    hash_error.get_or_insert(e);
-                }
+        let mut collect = |(job, got, err): Done, spare: &mut Vec<Vec<u8>>| {
+            ctx.files_done
+                .fetch_add(got.len() as u64, Ordering::Relaxed);
+            for (k, c) in got.into_iter().enumerate() {
+                checks[job.first + k] = Some(c);
+            }
+            spare.push(job.buf);
+            if let Some(e) = err {
+                hash_error.get_or_insert(e);
             }
         };
         let read_result = (|| -> Result<()> {
-            for (i, format::Extent(_, len, _)) in extents.iter().enumerate() {
+            let mut i = 0usize;
+            while i < extents.len() {
                 ctx.check()?;
                 if failed.load(Ordering::Relaxed) {
                     return Ok(()); // a hash mismatch is reported below
@@ -269,15 +282,25 @@ fn verify_payload<R: Read>(
                 while let Ok(d) = done_rx.try_recv() {
                     collect(d, &mut spare);
                 }
-                let mut b = spare.pop().unwrap_or_default();
-                b.resize(*len as usize, 0);
-                if fill(r, &mut b).map_err(read_io)? != b.len() {
+                let (first, mut total) = (i, 0u64);
+                while i < extents.len() && (i == first || total + extents[i].1 <= CHUNK_SIZE) {
+                    total += extents[i].1;
+                    i += 1;
+                }
+                let mut buf = spare.pop().unwrap_or_default();
+                buf.resize(total as usize, 0);
+                if fill(r, &mut buf).map_err(read_io)? != buf.len() {
                     return Err(Error::Archive("archive_changed_during_read"));
                 }
-                whole.update(&b);
-                ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+                whole.update(&buf);
+                ctx.bytes_done.fetch_add(total, Ordering::Relaxed);
+                let job = Job {
+                    first,
+                    count: i - first,
+                    buf,
+                };
                 job_tx
-                    .send((i, b))
+                    .send(job)
                     .map_err(|_| Error::Archive("hasher_stopped"))?;
             }
             Ok(())

@@ -276,6 +276,20 @@ fn data_span(c: &ExtentCheck, len: u64) -> Option<(u64, u64)> {
     })
 }
 
+/// Archive ranges to read for the given spans (increasing, disjoint): spans closer than 64 KiB are
+/// read as one range, so many small files cost a few large reads instead of one read each.
+fn read_groups(spans: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    const GAP: u64 = 64 << 10;
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    for &(start, n) in spans {
+        match groups.last_mut() {
+            Some((g, len)) if start <= *g + *len + GAP => *len = start + n - *g,
+            _ => groups.push((start, n)),
+        }
+    }
+    groups
+}
+
 /// Streams the validated extents' data spans from the archive (read again, with `O_DIRECT` where
 /// allowed, in a prefetch thread) to [`create_entries`]. What this read returns is not trusted: the re-verification
 /// compares the written tree with the checks taken during validation.
@@ -313,7 +327,7 @@ fn write_tree(
     let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<AlignedBuf>();
     let (read_res, write_res) = std::thread::scope(|s| {
         let reader = s.spawn(move || -> Result<()> {
-            let mut pr = ExtentPrefetch::new(archive, ranges.clone());
+            let mut pr = ExtentPrefetch::new(archive, read_groups(&ranges));
             let io = |e: std::io::Error| match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => changed(),
                 _ => Error::Io {
@@ -323,29 +337,39 @@ fn write_tree(
                 },
             };
             for (start, n) in ranges {
-                let n = n as usize;
+                let end = start + n;
                 let mut buf = spare_rx
                     .try_recv()
                     .unwrap_or_else(|_| AlignedBuf::new(CHUNK_SIZE as usize));
-                let out = &mut buf.as_mut_slice()[..n];
-                let mut filled = 0usize;
-                while filled < n {
-                    let piece = pr.peek().map_err(io)?;
-                    let Some(pc) = piece.filter(|pc| pc.off < start + n as u64) else {
-                        break; // the rest of the span is a hole in the archive file: zeros
+                let out = &mut buf.as_mut_slice()[..n as usize];
+                // Copy what the prefetcher read of [start, end); what it skipped is a hole in the
+                // archive file, i.e. zeros. A piece may cover several spans, and a span may
+                // straddle pieces.
+                let mut pos = start;
+                while pos < end {
+                    let Some(pc) = pr.peek().map_err(io)? else {
+                        break;
                     };
-                    let rel = pc.off.checked_sub(start).ok_or_else(changed)? as usize;
                     let b = pc.bytes();
-                    if rel < filled || rel + b.len() > n {
-                        return Err(changed());
+                    let (p0, p1) = (pc.off, pc.off + b.len() as u64);
+                    if p1 <= pos {
+                        pr.consume(); // bytes between spans
+                        continue;
                     }
-                    out[filled..rel].fill(0);
-                    out[rel..rel + b.len()].copy_from_slice(b);
-                    filled = rel + b.len();
-                    pr.consume();
+                    if p0 >= end {
+                        break;
+                    }
+                    let (a, z) = (p0.max(pos), p1.min(end));
+                    out[(pos - start) as usize..(a - start) as usize].fill(0);
+                    out[(a - start) as usize..(z - start) as usize]
+                        .copy_from_slice(&b[(a - p0) as usize..(z - p0) as usize]);
+                    pos = z;
+                    if p1 <= end {
+                        pr.consume();
+                    }
                 }
-                out[filled..].fill(0);
-                if tx.send((buf, n)).is_err() {
+                out[(pos - start) as usize..].fill(0);
+                if tx.send((buf, n as usize)).is_err() {
                     return Ok(()); // the writer stopped; it reports why
                 }
             }
@@ -1079,6 +1103,34 @@ mod tests {
     /// the restored copy and runs the re-verification directly: every change is caught, and with
     /// several bad entries the earliest one (in manifest order) is reported, whichever pool thread
     /// found it.
+    #[test]
+    fn nearby_spans_are_read_together() {
+        assert_eq!(read_groups(&[]), vec![]);
+        // Back to back, a 64 KiB gap (still merged), then a gap just over it.
+        let spans = [
+            (16, 100),
+            (116, 4000),
+            (4116 + (64 << 10), 10),
+            (200_000, 5),
+        ];
+        assert_eq!(
+            read_groups(&spans),
+            vec![(16, 4100 + (64 << 10) + 10), (200_000, 5)]
+        );
+        let c = |data_start, data_end| ExtentCheck {
+            data_start,
+            data_end,
+            prefix_sha256: [0; 32],
+        };
+        assert_eq!(data_span(&c(0, 0), 1 << 20), None, "all zeros");
+        assert_eq!(data_span(&c(5000, 5001), 1 << 20), Some((4096, 8192)));
+        assert_eq!(
+            data_span(&c(0, 10), 10),
+            Some((0, 10)),
+            "cut at the extent's end"
+        );
+    }
+
     #[test]
     fn re_verification_catches_tampering_and_reports_the_earliest_entry() {
         let tmp = tempfile::tempdir().unwrap();
