@@ -83,8 +83,9 @@ pub fn set_direct<Fd: AsFd>(fd: Fd, on: bool) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Streams bytes into a file from offset `start`, with `O_DIRECT` for whole aligned blocks when the
-/// file system allows it.
+/// Streams bytes into a file from offset 0, with `O_DIRECT` for whole aligned blocks when the file
+/// system allows it. All-zero 4 KiB blocks are not written: they stay holes, which read as the same
+/// zeros (a sparse VM image's archive keeps its zeros off the disk, and readers skip them).
 #[derive(Debug)]
 pub struct DirectWriter {
     file: File,
@@ -113,17 +114,30 @@ impl DirectWriter {
         self.direct
     }
 
+    /// Writes `buf[..n]` at the current position, leaving its all-zero 4 KiB blocks as holes.
     fn write_block(&mut self, n: usize) -> std::io::Result<()> {
-        let data = &self.buf.as_slice()[..n];
-        match self.file.write_all_at(data, self.pos) {
-            Err(e) if self.direct && e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
-                // The file system accepted the flag but not the I/O: fall back for good.
-                self.direct = false;
-                set_direct(&self.file, false).map_err(std::io::Error::from)?;
-                self.file.write_all_at(data, self.pos)
+        let mut i = 0;
+        while i < n {
+            let block = |i: usize| i..(i + ALIGN).min(n);
+            if crate::fsutil::is_zero(&self.buf.as_slice()[block(i)]) {
+                i = block(i).end;
+                continue;
             }
-            r => r,
-        }?;
+            let start = i;
+            while i < n && !crate::fsutil::is_zero(&self.buf.as_slice()[block(i)]) {
+                i = block(i).end;
+            }
+            let (data, at) = (&self.buf.as_slice()[start..i], self.pos + start as u64);
+            match self.file.write_all_at(data, at) {
+                Err(e) if self.direct && e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
+                    // The file system accepted the flag but not the I/O: fall back for good.
+                    self.direct = false;
+                    set_direct(&self.file, false).map_err(std::io::Error::from)?;
+                    self.file.write_all_at(data, at)
+                }
+                r => r,
+            }?;
+        }
         self.pos += n as u64;
         Ok(())
     }
@@ -151,6 +165,8 @@ impl DirectWriter {
             self.write_block(n)?;
             self.len = 0;
         }
+        // Trailing zeros were skipped like any others: the length still covers them.
+        self.file.set_len(self.pos)?;
         Ok(self.file)
     }
 }
@@ -262,21 +278,30 @@ fn prefetch(
     let mut direct = direct_allowed() && set_direct(file, true).is_ok();
     let mut at = pos / ALIGN as u64 * ALIGN as u64;
     let mut skip = (pos - at) as usize;
+    // A file with holes is read by its data/hole map: holes become zero pieces without I/O. A fully
+    // allocated file is read straight through (no probing).
+    let mut holes = HoleMap::new(file);
     loop {
         let mut buf = spare
             .try_recv()
             .unwrap_or_else(|_| AlignedBuf::new(PREFETCH_BLOCK));
-        let r = loop {
-            match file.read_at(buf.as_mut_slice(), at) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if direct && e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
-                    direct = false;
-                    if let Err(e) = set_direct(file, false) {
-                        break Err(std::io::Error::from(e));
-                    }
-                }
-                r => break r,
+        let r = match holes.as_mut().map(|h| h.at(file, at)) {
+            Some(Err(e)) => Err(e),
+            Some(Ok(Region::Hole(len))) => {
+                let n = len.min(PREFETCH_BLOCK as u64) as usize;
+                buf.as_mut_slice()[..n].fill(0);
+                Ok(n)
             }
+            Some(Ok(Region::Data(len))) => {
+                let want = len.min(PREFETCH_BLOCK as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+                read_direct(
+                    file,
+                    &mut buf.as_mut_slice()[..want as usize],
+                    at,
+                    &mut direct,
+                )
+            }
+            None => read_direct(file, buf.as_mut_slice(), at, &mut direct),
         };
         match r {
             Ok(0) => break,
@@ -300,6 +325,67 @@ fn prefetch(
     }
     if direct {
         let _ = set_direct(file, false);
+    }
+}
+
+/// `pread` that falls back to buffered reads for good when the file system refuses `O_DIRECT`.
+fn read_direct(file: &File, buf: &mut [u8], at: u64, direct: &mut bool) -> std::io::Result<usize> {
+    loop {
+        match file.read_at(buf, at) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if *direct && e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
+                *direct = false;
+                set_direct(file, false)?;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// What starts at an offset: `len` bytes of data or of hole (`Hole(0)` at the end of the file).
+enum Region {
+    Data(u64),
+    Hole(u64),
+}
+
+/// The data/hole map of a sparse file, asked in increasing offsets (`SEEK_DATA`/`SEEK_HOLE`).
+struct HoleMap {
+    /// The data range found last.
+    data: (u64, u64),
+}
+
+impl HoleMap {
+    /// A map for `file` if it has holes (fewer allocated bytes than its size), else `None`.
+    fn new(file: &File) -> Option<Self> {
+        let st = rustix::fs::fstat(file).ok()?;
+        let allocated = (st.st_blocks as u64).saturating_mul(512);
+        (allocated < st.st_size as u64).then_some(Self { data: (0, 0) })
+    }
+
+    fn at(&mut self, file: &File, at: u64) -> std::io::Result<Region> {
+        use rustix::fs::SeekFrom as S;
+        if at >= self.data.0 && at < self.data.1 {
+            return Ok(Region::Data(self.data.1 - at));
+        }
+        match rustix::fs::seek(file, S::Data(at)) {
+            Ok(d) if d > at => Ok(Region::Hole(d - at)),
+            Ok(_) => {
+                let end = match rustix::fs::seek(file, S::Hole(at)) {
+                    Ok(h) if h > at => h,
+                    // No hole reported after data: read to the end of the file.
+                    Ok(_) | Err(Errno::NXIO) => u64::MAX,
+                    Err(e) => return Err(e.into()),
+                };
+                self.data = (at, end);
+                Ok(Region::Data(end - at))
+            }
+            // No data at or after `at`: a hole up to the current end of the file.
+            Err(Errno::NXIO) => {
+                let len = file.metadata()?.len();
+                Ok(Region::Hole(len.saturating_sub(at)))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -631,6 +717,47 @@ mod tests {
             );
         }
         assert!(r.peek().unwrap().is_none());
+    }
+
+    /// Data with zero runs of every alignment: whole zero blocks, partial ones, a zero tail.
+    fn with_zero_runs(n: usize) -> Vec<u8> {
+        let mut d = pattern(n);
+        for (a, b) in [(5000, 20_000), (40_960, 3 * 4096 + 40_960), (n - 9000, n)] {
+            d[a.min(n)..b.min(n)].fill(0);
+        }
+        d
+    }
+
+    #[test]
+    fn zero_blocks_become_holes_and_read_back_exactly() {
+        use std::io::{Read, Seek, SeekFrom};
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3 * PREFETCH_BLOCK + 12_345;
+        let mut data = with_zero_runs(n);
+        // A long zero run, then data again, so the file has a real hole in the middle.
+        data[PREFETCH_BLOCK..2 * PREFETCH_BLOCK + 100].fill(0);
+        for forced in [false, true] {
+            let p = dir.path().join(format!("z-{forced}"));
+            write_in_pieces(File::create(&p).unwrap(), &data, &[70_000, 1 << 20], forced);
+            assert_eq!(std::fs::read(&p).unwrap(), data, "buffered={forced}");
+            let st = rustix::fs::stat(&p).unwrap();
+            assert_eq!(st.st_size as usize, n, "the zero tail still counts");
+            assert!(
+                (st.st_blocks as usize) * 512 < n - PREFETCH_BLOCK,
+                "zero blocks were not written: {} blocks",
+                st.st_blocks
+            );
+            let mut r = PrefetchReader::new(File::open(&p).unwrap()).unwrap();
+            let mut all = Vec::new();
+            r.read_to_end(&mut all).unwrap();
+            assert_eq!(all, data, "through the hole map, buffered={forced}");
+            for at in [1u64, 4096, PREFETCH_BLOCK as u64 + 5, (n - 100) as u64] {
+                r.seek(SeekFrom::Start(at)).unwrap();
+                let mut rest = Vec::new();
+                r.read_to_end(&mut rest).unwrap();
+                assert_eq!(rest, data[at as usize..], "at={at}");
+            }
+        }
     }
 
     #[test]
