@@ -6,7 +6,7 @@
 //!  readers: small files (≤ 1 MiB, not sparse) in batches on N worker threads (openat relative to
 //!           the parent, fstat, flistxattr, one pread, SHA-256), reordered to walk order within a
 //!           window of 4 batches; large/sparse files in order on the consumer thread
-//!           (SEEK_DATA/HOLE → 1 MiB chunks → zero check → SHA-256 per extent)
+//!           (SEEK_DATA/HOLE → 1 MiB chunks → span of non-zero 4 KiB blocks → SHA-256 per extent)
 //!        │  1 MiB blocks (many small files packed per block; buffers recycled)
 //!  hasher thread: whole-archive SHA-256
 //!        │
@@ -931,16 +931,21 @@ fn read_one(
                 source: e,
             },
         })?;
-        if !fsutil::is_zero(buf) {
-            *payload += len;
+        // A chunk is stored as the span of its non-zero 4 KiB blocks (docs/takbak1.md, Extents):
+        // the zeros around a few real bytes are neither stored nor hashed.
+        if let Some((lo, hi)) = fsutil::nonzero_span(buf, format::SPAN_ALIGN as usize) {
+            let n = (hi - lo) as u64;
+            *payload += n;
             if *payload > limits.max_payload_bytes {
                 return Err(Error::Limit("payload_bytes"));
             }
             if extents.len() as u64 >= limits.max_extents_per_file {
                 return Err(Error::Limit("extents_per_file"));
             }
-            extents.push(Extent(start, len, hex::encode(extent_hash::sha256(buf))));
-            out.len += len as usize;
+            let sum = hex::encode(extent_hash::sha256(&buf[lo..hi]));
+            extents.push(Extent(start + lo as u64, n, sum));
+            out.block.copy_within(at + lo..at + hi, at);
+            out.len += n as usize;
         }
         ctx.bytes_done
             .fetch_add(start + len - pos, Ordering::Relaxed);

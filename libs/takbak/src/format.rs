@@ -11,8 +11,9 @@
 //! Invariants an archive must satisfy (checked by [`validate_manifest`] and the reader): every byte is
 //! covered by a check (header constants, per-extent SHA-256, manifest SHA-256, trailer SHA-256);
 //! entries are in pre-order (a parent directory entry precedes its children); paths are relative,
-//! normalised and unique; extents are 1 MiB aligned, strictly increasing, exactly `min(1 MiB,
-//! size - offset)` long, and their lengths sum to P.
+//! normalised and unique; an extent starts at a multiple of 4 KiB, is not empty, lies inside one
+//! 1 MiB chunk and inside the file, at most one per chunk, in increasing order, and their lengths
+//! sum to P.
 
 use std::collections::HashMap;
 
@@ -27,6 +28,8 @@ use crate::records::{Identity, Record};
 pub const MAGIC: [u8; 8] = *b"TAKBAK1\0";
 /// Trailer magic.
 pub const TRAILER_MAGIC: [u8; 8] = *b"TAKBAK1T";
+/// Alignment of an extent's start: a stored chunk keeps only its non-zero 4 KiB blocks.
+pub const SPAN_ALIGN: u64 = 4096;
 /// Format version.
 pub const VERSION: u32 = 1;
 /// Header length in bytes.
@@ -406,21 +409,23 @@ pub fn validate_manifest(m: &Manifest, payload_len: u64, limits: &Limits) -> Res
                 if extents.len() as u64 > limits.max_extents_per_file {
                     return Err(Error::Limit("extents_per_file"));
                 }
-                let mut next_min = 0u64;
+                let mut prev_chunk: Option<u64> = None;
                 for Extent(off, len, sum) in extents {
-                    if off % CHUNK_SIZE != 0 {
+                    if off % SPAN_ALIGN != 0 {
                         return Err(Error::Archive("extent_unaligned"));
                     }
-                    if *off < next_min {
+                    let chunk = off / CHUNK_SIZE;
+                    if prev_chunk.is_some_and(|p| chunk <= p) {
                         return Err(Error::Archive("extent_overlap_or_unordered"));
                     }
-                    if *off >= size || *len != CHUNK_SIZE.min(size - off) {
+                    let chunk_end = (chunk + 1).saturating_mul(CHUNK_SIZE).min(size);
+                    if *len == 0 || *off >= size || *len > chunk_end - off {
                         return Err(Error::Archive("extent_beyond_size_or_bad_length"));
                     }
                     if !is_sha_hex(sum) {
                         return Err(Error::Archive("extent_checksum_syntax"));
                     }
-                    next_min = off + len;
+                    prev_chunk = Some(chunk);
                     t.payload_bytes += len;
                     if t.payload_bytes > limits.max_payload_bytes {
                         return Err(Error::Limit("payload_bytes"));

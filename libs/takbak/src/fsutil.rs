@@ -225,6 +225,16 @@ pub fn open_beneath<Fd: AsFd>(root: Fd, rel: &str, flags: OFlags) -> Result<Owne
     }
 }
 
+/// The smallest range of whole `block`-byte blocks of `buf` (the last one may be short) that holds
+/// every non-zero byte, or `None` when `buf` is all zeros.
+pub fn nonzero_span(buf: &[u8], block: usize) -> Option<(usize, usize)> {
+    let blocks = buf.len().div_ceil(block);
+    let at = |k: usize| &buf[k * block..((k + 1) * block).min(buf.len())];
+    let first = (0..blocks).find(|&k| !is_zero(at(k)))?;
+    let last = (first..blocks).rev().find(|&k| !is_zero(at(k)))?;
+    Some((first * block, ((last + 1) * block).min(buf.len())))
+}
+
 /// True when every byte is zero (written so the compiler vectorises the inner fold).
 pub fn is_zero(buf: &[u8]) -> bool {
     // Quick reject on the first and last bytes (dense data almost always fails here), then a
@@ -246,6 +256,22 @@ pub fn is_zero(buf: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nonzero_span_is_whole_blocks_around_the_data() {
+        let mut b = vec![0u8; 3 * 4096 + 100];
+        assert_eq!(nonzero_span(&b, 4096), None);
+        b[5000] = 1;
+        assert_eq!(nonzero_span(&b, 4096), Some((4096, 8192)));
+        b[3 * 4096 + 99] = 1;
+        assert_eq!(
+            nonzero_span(&b, 4096),
+            Some((4096, 3 * 4096 + 100)),
+            "short last block"
+        );
+        b[0] = 1;
+        assert_eq!(nonzero_span(&b, 4096), Some((0, b.len())));
+    }
 
     #[test]
     fn timespec_handles_negative_times() {

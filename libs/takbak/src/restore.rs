@@ -291,8 +291,8 @@ fn read_groups(spans: &[(u64, u64)]) -> Vec<(u64, u64)> {
 }
 
 /// Streams the validated extents' data spans from the archive (read again, with `O_DIRECT` where
-/// allowed, in a prefetch thread) to [`create_entries`]. What this read returns is not trusted: the re-verification
-/// compares the written tree with the checks taken during validation.
+/// allowed, in a prefetch thread) to [`create_entries`]. What this read returns is not trusted:
+/// the re-verification compares the written tree with the checks taken during validation.
 fn write_tree(
     root: &OwnedFd,
     archive: &File,
@@ -1204,8 +1204,9 @@ mod tests {
         assert_eq!(check(), Err("content"), "data written into a hole");
         tamper("d/u-sparse", 3 << 20, 0);
         check().unwrap();
-        // The stored chunk at 2 MiB is zeros around 100 bytes: its leading and trailing zeros are
-        // re-verified without being hashed again, but still checked.
+        // The chunk at 2 MiB is 100 bytes amid zeros, stored as its first 4 KiB block: zeros inside
+        // that extent are re-verified without being hashed again, zeros after it as a zero range;
+        // both are still checked.
         tamper("d/u-sparse", (2 << 20) + 3, 1);
         assert_eq!(check(), Err("content"), "leading zeros of a stored extent");
         tamper("d/u-sparse", (2 << 20) + 3, 0);
@@ -1214,7 +1215,11 @@ mod tests {
         assert_eq!(check(), Err("content"), "just after the last non-zero byte");
         tamper("d/u-sparse", (2 << 20) + 111, 0);
         tamper("d/u-sparse", (3 << 20) - 1, 1);
-        assert_eq!(check(), Err("content"), "trailing zeros of a stored extent");
+        assert_eq!(
+            check(),
+            Err("content"),
+            "zeros after a stored extent, in its chunk"
+        );
         tamper("d/u-sparse", (3 << 20) - 1, 0);
         check().unwrap();
         tamper("d/u-sparse", (2 << 20) + 50, 1);

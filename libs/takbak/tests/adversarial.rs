@@ -292,6 +292,24 @@ fn crafted_extents() {
         ),
         ("unaligned", with(&|x, _| x[0].0 = 17), "extent_unaligned"),
         (
+            "two extents in one chunk",
+            with(&|x, _| {
+                let e = x[0].clone();
+                x.insert(1, Extent(e.0 + 8192, 1, e.2));
+            }),
+            "extent_overlap_or_unordered",
+        ),
+        (
+            "across a chunk boundary",
+            with(&|x, _| x[0].1 = (1 << 20) + 4096),
+            "extent_beyond_size_or_bad_length",
+        ),
+        (
+            "empty",
+            with(&|x, _| x[0].1 = 0),
+            "extent_beyond_size_or_bad_length",
+        ),
+        (
             "bad checksum syntax",
             with(&|x, _| x[0].2 = "zz".into()),
             "extent_checksum_syntax",

@@ -37,7 +37,18 @@ fn sample_tree_round_trips_with_holes_and_mode_0600_archive() {
         ),
         (11, 4, 3, 3, 1)
     );
-    // Two 4 KiB-ish data regions of a 5 MiB file: two chunks stored, the rest not.
+    // Two 4 KiB-ish data regions of a 5 MiB file: two chunks stored, each as the span of its
+    // non-zero 4 KiB blocks (4096 bytes of 7s; one block around "blip"), the rest not.
+    let mut archive = std::fs::File::open(d.out.join("a.takbak")).unwrap();
+    let opened = takbak::reader::open(&mut archive, &Limits::default()).unwrap();
+    let sparse_img = opened
+        .manifest
+        .entries
+        .into_iter()
+        .find(|e| e.path == "sparse.img");
+    let extents = sparse_img.and_then(|e| e.extents).unwrap();
+    let spans: Vec<(u64, u64)> = extents.iter().map(|x| (x.0, x.1)).collect();
+    assert_eq!(spans, vec![(0, 4096), (3 << 20, 4096)]);
     use std::os::unix::fs::MetadataExt;
     let sparse = std::fs::symlink_metadata(d.dst.join("sparse.img")).unwrap();
     assert!(
