@@ -484,7 +484,6 @@ fn create_entries_with(
     pool: &Pool,
     direct_ok: &AtomicBool,
 ) -> Result<()> {
-    let spare = &pool.spare;
     let entries = &opened.manifest.entries;
     let mut stack: Vec<(String, OwnedFd)> = Vec::new();
     let mut checks = checks.iter();
@@ -508,62 +507,7 @@ fn create_entries_with(
                 let size = e.size.unwrap_or(0);
                 file.set_len(size)
                     .map_err(io_err("truncate", Src::Destination))?;
-                // Large files bypass the page cache (whole 4 KiB blocks only; the tail is
-                // buffered) and are written by the writer threads; small ones right here.
-                let parallel = direct_ok.load(Ordering::Relaxed) && size >= DIRECT_MIN_FILE && {
-                    let ok = crate::dio::set_direct(&*file, true).is_ok();
-                    direct_ok.fetch_and(ok, Ordering::Relaxed);
-                    ok
-                };
-                let direct = Arc::new(AtomicBool::new(parallel));
-                let (mut pending, mut first_err) = (0usize, None);
-                for format::Extent(off, len, _) in e.extents.iter().flatten() {
-                    let check = checks
-                        .next()
-                        .ok_or(Error::Archive("payload_without_extent"))?;
-                    let Some((lo, _)) = data_span(check, *len) else {
-                        ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
-                        ctx.step();
-                        continue;
-                    };
-                    let (buf, n) = rx
-                        .recv()
-                        .map_err(|_| Error::Archive("archive_changed_during_read"))?;
-                    if !parallel {
-                        write_sparse(&file, &buf.as_slice()[..n], off + lo, &direct, direct_ok)?;
-                        let _ = spare.send(buf);
-                        ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
-                        ctx.step();
-                        continue;
-                    }
-                    if pending == 2 * WRITERS {
-                        pool.finish_one(ctx, &mut first_err)?;
-                        pending -= 1;
-                    }
-                    let job = WriteJob {
-                        file: file.clone(),
-                        direct: direct.clone(),
-                        buf,
-                        n,
-                        off: off + lo,
-                        len: *len,
-                    };
-                    pool.jobs
-                        .send(job)
-                        .map_err(|_| Error::Archive("writer_thread_stopped"))?;
-                    pending += 1;
-                }
-                // Every write of this file is done before its metadata is set.
-                while pending > 0 {
-                    pool.finish_one(ctx, &mut first_err)?;
-                    pending -= 1;
-                }
-                if let Some(e) = first_err {
-                    return Err(e);
-                }
-                if direct.load(Ordering::Relaxed) {
-                    crate::dio::set_direct(&*file, false).map_err(dst("fcntl"))?;
-                }
+                write_file(&file, e, &mut checks, rx, pool, direct_ok, ctx)?;
                 set_dir_or_file_meta(&*file, e)?;
                 ctx.step();
             }
@@ -617,6 +561,75 @@ fn create_entries_with(
     rustix::fs::fchown(root, u, g).map_err(dst("chown"))?;
     rustix::fs::fchmod(root, Mode::from_raw_mode(r.mode.unwrap_or(0o700))).map_err(dst("chmod"))?;
     ctx.step();
+    Ok(())
+}
+
+/// Writes one regular file's extents: a large file through the writer threads with `O_DIRECT`
+/// (whole 4 KiB blocks; the tail is buffered), a small one on this thread. Returns once every
+/// write of the file finished, so its metadata can be set next.
+fn write_file<'c>(
+    file: &Arc<File>,
+    e: &Entry,
+    checks: &mut impl Iterator<Item = &'c ExtentCheck>,
+    rx: &crossbeam_channel::Receiver<(AlignedBuf, usize)>,
+    pool: &Pool,
+    direct_ok: &AtomicBool,
+    ctx: &Ctx,
+) -> Result<()> {
+    let size = e.size.unwrap_or(0);
+    let parallel = direct_ok.load(Ordering::Relaxed) && size >= DIRECT_MIN_FILE && {
+        let ok = crate::dio::set_direct(&**file, true).is_ok();
+        direct_ok.fetch_and(ok, Ordering::Relaxed);
+        ok
+    };
+    let direct = Arc::new(AtomicBool::new(parallel));
+    let (mut pending, mut first_err) = (0usize, None);
+    for format::Extent(off, len, _) in e.extents.iter().flatten() {
+        let check = checks
+            .next()
+            .ok_or(Error::Archive("payload_without_extent"))?;
+        let Some((lo, _)) = data_span(check, *len) else {
+            ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+            ctx.step();
+            continue;
+        };
+        let (buf, n) = rx
+            .recv()
+            .map_err(|_| Error::Archive("archive_changed_during_read"))?;
+        if !parallel {
+            write_sparse(file, &buf.as_slice()[..n], off + lo, &direct, direct_ok)?;
+            let _ = pool.spare.send(buf);
+            ctx.bytes_done.fetch_add(*len, Ordering::Relaxed);
+            ctx.step();
+            continue;
+        }
+        if pending == 2 * WRITERS {
+            pool.finish_one(ctx, &mut first_err)?;
+            pending -= 1;
+        }
+        let job = WriteJob {
+            file: file.clone(),
+            direct: direct.clone(),
+            buf,
+            n,
+            off: off + lo,
+            len: *len,
+        };
+        pool.jobs
+            .send(job)
+            .map_err(|_| Error::Archive("writer_thread_stopped"))?;
+        pending += 1;
+    }
+    while pending > 0 {
+        pool.finish_one(ctx, &mut first_err)?;
+        pending -= 1;
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if direct.load(Ordering::Relaxed) {
+        crate::dio::set_direct(&**file, false).map_err(dst("fcntl"))?;
+    }
     Ok(())
 }
 
