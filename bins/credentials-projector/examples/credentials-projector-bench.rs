@@ -76,17 +76,7 @@ fn ak_of(s: &Secret) -> Option<String> {
 async fn main() -> anyhow::Result<()> {
     let mut h = Harness::start().await?;
     let client = h.client();
-    let ns_api: Api<Namespace> = Api::all(client.clone());
-    for name in ["bench-src", "bench-velero"] {
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        ns_api.create(&PostParams::default(), &ns).await?;
-    }
+    h.create_namespaces(&["bench-src", "bench-velero"]).await?;
     let src_api: Api<Secret> = Api::namespaced(client.clone(), "bench-src");
     src_api
         .create(&PostParams::default(), &source("AK-0"))

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use harness::{DaemonSpec, Harness};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::watcher;
@@ -79,15 +79,9 @@ struct Sample {
 async fn one_run(bin: &std::path::Path) -> Sample {
     let mut h = Harness::start().await.expect("emulator");
     let client = h.client();
-    for ns in ["tenant-root", "cozy-velero", "cozy-backup-controller"] {
-        let api: Api<Namespace> = Api::all(client.clone());
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
+    h.create_namespaces(&["tenant-root", "cozy-velero", "cozy-backup-controller"])
         .await
-        .unwrap();
-    }
+        .expect("namespaces");
     let crds: Vec<_> = [operator_sims::Sim::Cosi, operator_sims::Sim::Velero]
         .iter()
         .flat_map(|s| s.crds())

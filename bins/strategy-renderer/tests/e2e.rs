@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use harness::{DaemonSpec, Harness};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
@@ -208,15 +208,9 @@ const FULL_SET: [&str; 13] = [
 async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
     let mut h = Harness::start().await.unwrap();
     let client = h.client();
-    for ns in ["tenant-root", "cozy-velero", "cozy-backup-controller"] {
-        let api: Api<Namespace> = Api::all(client.clone());
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
+    h.create_namespaces(&["tenant-root", "cozy-velero", "cozy-backup-controller"])
         .await
         .unwrap();
-    }
     // The simulated operators' CRDs, then Velero (COSI comes later, to observe the fresh state).
     let crds: Vec<_> = [operator_sims::Sim::Cosi, operator_sims::Sim::Velero]
         .iter()
@@ -605,15 +599,9 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
 async fn a_missing_velero_crd_does_not_block_the_other_objects() {
     let mut h = Harness::start().await.unwrap();
     let client = h.client();
-    for ns in ["tenant-root", "cozy-backup-controller"] {
-        let api: Api<Namespace> = Api::all(client.clone());
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
+    h.create_namespaces(&["tenant-root", "cozy-backup-controller"])
         .await
         .unwrap();
-    }
     operator_sims::install_crds(&client, &operator_sims::Sim::Cosi.crds())
         .await
         .unwrap();

@@ -142,6 +142,23 @@ impl Harness {
         Ok(name)
     }
 
+    /// Creates namespaces with fixed names (the well-known ones the daemons expect, such as
+    /// `tenant-root`); they live as long as the emulator.
+    pub async fn create_namespaces(&self, names: &[&str]) -> Result<(), Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        for name in names {
+            let ns = Namespace {
+                metadata: ObjectMeta {
+                    name: Some((*name).to_owned()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &ns).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes a namespace and waits until it is gone (content finalizers must be released by someone).
     pub async fn delete_namespace(&mut self, name: &str, timeout: Duration) -> Result<(), Error> {
         let api: Api<Namespace> = Api::all(self.client());

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use harness::{DaemonSpec, Harness};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
@@ -57,15 +57,9 @@ async fn bsl_phase(api: &Api<DynamicObject>) -> Option<String> {
 async fn cosi_provisions_buckets_and_velero_validates_locations() {
     let mut h = Harness::start().await.unwrap();
     let client = h.client();
-    for ns in ["tenant-root", "cozy-velero"] {
-        let api: Api<Namespace> = Api::all(client.clone());
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
+    h.create_namespaces(&["tenant-root", "cozy-velero"])
         .await
         .unwrap();
-    }
     h.spawn_ready(
         DaemonSpec::new(
             "operator-sims",
