@@ -231,26 +231,18 @@ fn check(s: &Value, v: &Value, path: &str, root: bool, errs: &mut Vec<FieldError
         });
         return;
     }
-    if s["x-kubernetes-int-or-string"] == true {
-        if !(v.is_string() || type_ok("integer", v)) {
-            errs.push(FieldError {
-                field: path.into(),
-                reason: "FieldValueTypeInvalid",
-                body: format!(
-                    "Invalid value: \"{t}\": {path} in body must be of type integer,string: \"{t}\"",
-                    t = type_name(v)
-                ),
-            });
-            return;
-        }
-    } else if let Some(t) = s["type"].as_str()
-        && !type_ok(t, v)
-    {
+    // The type the value fails to have, if any (int-or-string accepts either).
+    let wrong_type = if s["x-kubernetes-int-or-string"] == true {
+        (!(v.is_string() || type_ok("integer", v))).then_some("integer,string")
+    } else {
+        s["type"].as_str().filter(|t| !type_ok(t, v))
+    };
+    if let Some(want) = wrong_type {
         errs.push(FieldError {
             field: path.into(),
             reason: "FieldValueTypeInvalid",
             body: format!(
-                "Invalid value: \"{a}\": {path} in body must be of type {t}: \"{a}\"",
+                "Invalid value: \"{a}\": {path} in body must be of type {want}: \"{a}\"",
                 a = type_name(v)
             ),
         });
