@@ -77,6 +77,46 @@ fn backup_verify_list_and_metrics() {
     );
     assert_eq!(verify["archiveSha256"], v["archiveSha256"]);
 
+    // --expect-sha256: the recorded digest must match (either case); another one fails as an
+    // invalid archive, and a malformed one is a usage error naming the flag.
+    let digest = v["archiveSha256"].as_str().unwrap().to_string();
+    let verify_expecting = |hex: &str| {
+        tool(
+            &[
+                "--verify",
+                "--archive",
+                "out/a.takbak",
+                "--expect-sha256",
+                hex,
+            ],
+            d,
+            None,
+        )
+    };
+    let (out, ok) = verify_expecting(&digest.to_uppercase());
+    assert_eq!(
+        (ok["result"].as_str(), out.status.code()),
+        (Some("PASS"), Some(0))
+    );
+    let wrong = format!("{}{}", &digest[1..], &digest[..1]);
+    let (out, bad) = verify_expecting(&wrong);
+    assert_eq!(
+        (
+            bad["failure"]["reason"].as_str(),
+            bad["failure"]["category"].as_str(),
+            out.status.code()
+        ),
+        (
+            Some("archive_sha256_mismatch"),
+            Some("archive_invalid"),
+            Some(5)
+        )
+    );
+    assert_eq!(bad["archiveSha256"], serde_json::Value::Null);
+    let (out, _) = verify_expecting("not-a-digest");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--expect-sha256"));
+
     let (out, list) = tool(&["--list", "--archive", "out/a.takbak"], d, None);
     let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -23,8 +23,12 @@ pub(crate) struct Args {
     /// Operator record JSON with purpose restore-isolated naming the archive's source.
     #[arg(long, env = "TAKBAK_RECORD", required_unless_present = "list")]
     pub(crate) record: Option<PathBuf>,
+    /// The archive's SHA-256 as recorded independently at backup time (64 hex digits): a different
+    /// archive is refused (reason archive_sha256_mismatch) before the destination is touched.
+    #[arg(long, env = "TAKBAK_EXPECT_SHA256", value_parser = takbak::tool::parse_sha256_hex)]
+    pub(crate) expect_sha256: Option<[u8; 32]>,
     /// Print the manifest's entries (one JSON line each) without reading payload.
-    #[arg(long, env = "TAKBAK_LIST", conflicts_with_all = ["root", "identity", "record"])]
+    #[arg(long, env = "TAKBAK_LIST", conflicts_with_all = ["root", "identity", "record", "expect_sha256"])]
     pub(crate) list: bool,
     #[command(flatten)]
     pub(crate) common: takbak::tool::CommonFlags,
@@ -37,11 +41,14 @@ impl Args {
         let mode = if self.list {
             RestoreMode::List
         } else {
-            RestoreMode::Restore(TreeArgs {
-                root: self.root.unwrap_or_default(),
-                identity: self.identity.unwrap_or_default(),
-                record: self.record.unwrap_or_default(),
-            })
+            RestoreMode::Restore {
+                tree: TreeArgs {
+                    root: self.root.unwrap_or_default(),
+                    identity: self.identity.unwrap_or_default(),
+                    record: self.record.unwrap_or_default(),
+                },
+                expect_sha256: self.expect_sha256,
+            }
         };
         let common = self.common.into_common(self.archive);
         (mode, common)

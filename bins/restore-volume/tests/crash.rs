@@ -210,3 +210,50 @@ fn per_inode_fsync_takes_more_durability_steps_and_passes() {
     assert_eq!(each, syncfs + 2 + 3);
     assert_eq!(buffered, syncfs);
 }
+
+#[test]
+fn expected_archive_sha256_is_checked_before_the_destination_is_touched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = setup(tmp.path());
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&archive).unwrap()))
+    };
+    let mut other = digest.clone().into_bytes();
+    other[0] = if other[0] == b'0' { b'1' } else { b'0' };
+    let other = String::from_utf8(other).unwrap();
+
+    let dst = tmp.path().join("refused");
+    std::fs::create_dir(&dst).unwrap();
+    let out = restore_env(tmp.path(), &dst, None, &[("TAKBAK_EXPECT_SHA256", &other)]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["result"].as_str(),
+            v["failure"]["category"].as_str(),
+            v["failure"]["reason"].as_str(),
+            out.status.code()
+        ),
+        (
+            Some("FAIL"),
+            Some("archive_invalid"),
+            Some("archive_sha256_mismatch"),
+            Some(5)
+        )
+    );
+    assert_eq!(
+        std::fs::read_dir(&dst).unwrap().count(),
+        0,
+        "nothing written, not even the marker"
+    );
+
+    let dst = tmp.path().join("accepted");
+    std::fs::create_dir(&dst).unwrap();
+    let upper = digest.to_uppercase();
+    let out = restore_env(tmp.path(), &dst, None, &[("TAKBAK_EXPECT_SHA256", &upper)]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["result"].as_str(), v["archiveSha256"].as_str()),
+        (Some("PASS"), Some(digest.as_str()))
+    );
+}

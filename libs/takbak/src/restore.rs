@@ -70,6 +70,9 @@ pub struct RestoreOptions {
     pub record: Record,
     /// Limits in force.
     pub limits: Limits,
+    /// The archive SHA-256 the operator recorded independently; when given, a different archive
+    /// is refused before the destination is touched.
+    pub expect_sha256: Option<[u8; 32]>,
 }
 
 fn cname(s: &str) -> Result<CString> {
@@ -113,6 +116,7 @@ pub fn restore(opts: &RestoreOptions, ctx: &Ctx) -> Result<Report> {
     let mut pr = PrefetchReader::new(dup()?).map_err(io_err("open_archive", Src::Archive))?;
     let verified = reader::verify(&mut pr, &opened, ctx)?;
     drop(pr);
+    crate::tool::check_expected(&verified.archive_sha256, opts.expect_sha256.as_ref())?;
     write_and_verify(&root, &f, &opened, &verified.checks, ctx)?;
     publish_restore(&root, &opened, ctx)?;
     Ok(Report {
@@ -1186,6 +1190,7 @@ mod tests {
                 identity: id("dst"),
                 record: rec(Purpose::RestoreIsolated),
                 limits: Limits::default(),
+                expect_sha256: None,
             },
             &ctx,
         )

@@ -80,6 +80,30 @@ impl CommonFlags {
     }
 }
 
+/// Parses `--expect-sha256`: exactly 64 hexadecimal digits (either case), the archive's whole-file
+/// SHA-256 as the operator recorded it independently at backup time.
+pub fn parse_sha256_hex(s: &str) -> std::result::Result<[u8; 32], String> {
+    let mut out = [0u8; 32];
+    if s.len() != 64 {
+        return Err(format!(
+            "expected 64 hexadecimal digits, got {} characters",
+            s.chars().count()
+        ));
+    }
+    hex::decode_to_slice(s, &mut out)
+        .map_err(|_| "expected 64 hexadecimal digits (0-9, a-f)".to_string())?;
+    Ok(out)
+}
+
+/// Compares the archive's computed SHA-256 with the digest the operator supplied, if any (for
+/// `--verify` and, before the destination is touched, for a restore).
+pub(crate) fn check_expected(computed: &[u8; 32], expected: Option<&[u8; 32]>) -> Result<()> {
+    match expected {
+        Some(e) if e != computed => Err(Error::Archive("archive_sha256_mismatch")),
+        _ => Ok(()),
+    }
+}
+
 /// Paths for a backup or restore.
 #[derive(Debug, Clone)]
 pub struct TreeArgs {
@@ -96,8 +120,11 @@ pub struct TreeArgs {
 pub enum BackupMode {
     /// Create an archive.
     Backup(TreeArgs),
-    /// Re-read and check an archive, print its SHA-256.
-    Verify,
+    /// Re-read and check an archive, print its SHA-256 (and compare it with the expected one).
+    Verify {
+        /// The independently recorded archive SHA-256, if given.
+        expect_sha256: Option<[u8; 32]>,
+    },
     /// Print the manifest's entries.
     List,
 }
@@ -136,9 +163,9 @@ pub fn backup_volume(mode: BackupMode, common: Common) -> i32 {
                 backup(&opts, ctx)
             }),
         ),
-        BackupMode::Verify => (
+        BackupMode::Verify { expect_sha256 } => (
             "verify",
-            Box::new(move |ctx: &Ctx| verify_file(&archive, &lim?, ctx)),
+            Box::new(move |ctx: &Ctx| verify_file(&archive, &lim?, expect_sha256.as_ref(), ctx)),
         ),
         BackupMode::List => (
             "list",
@@ -152,7 +179,13 @@ pub fn backup_volume(mode: BackupMode, common: Common) -> i32 {
 #[derive(Debug, Clone)]
 pub enum RestoreMode {
     /// Restore into an empty destination.
-    Restore(TreeArgs),
+    Restore {
+        /// Destination, identity and record.
+        tree: TreeArgs,
+        /// The independently recorded archive SHA-256, if given: checked before the destination
+        /// is touched.
+        expect_sha256: Option<[u8; 32]>,
+    },
     /// Print the manifest's entries.
     List,
 }
@@ -163,7 +196,10 @@ pub fn restore_volume(mode: RestoreMode, common: Common) -> i32 {
     let deadline = lim.as_ref().map(|l| l.deadline).unwrap_or_default();
     let archive = common.archive.clone();
     let (op, f): (&'static str, Operation<'static>) = match mode {
-        RestoreMode::Restore(tree) => (
+        RestoreMode::Restore {
+            tree,
+            expect_sha256,
+        } => (
             "restore",
             Box::new(move |ctx: &Ctx| {
                 let limits = lim?;
@@ -174,6 +210,7 @@ pub fn restore_volume(mode: RestoreMode, common: Common) -> i32 {
                     identity,
                     record,
                     limits,
+                    expect_sha256,
                 };
                 restore(&opts, ctx)
             }),
@@ -186,8 +223,14 @@ pub fn restore_volume(mode: RestoreMode, common: Common) -> i32 {
     run("restore-volume", op, deadline, &common, f)
 }
 
-/// Opens and fully verifies an archive file.
-pub fn verify_file(archive: &Path, limits: &Limits, ctx: &Ctx) -> Result<Report> {
+/// Opens and fully verifies an archive file; with `expect_sha256`, its whole-file SHA-256 must
+/// also equal that digest.
+pub fn verify_file(
+    archive: &Path,
+    limits: &Limits,
+    expect_sha256: Option<&[u8; 32]>,
+    ctx: &Ctx,
+) -> Result<Report> {
     ctx.set_phase(Phase::VerifyArchive);
     let mut f = std::fs::File::open(archive)
         .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
@@ -195,6 +238,7 @@ pub fn verify_file(archive: &Path, limits: &Limits, ctx: &Ctx) -> Result<Report>
     let mut f = crate::dio::PrefetchReader::new(f)
         .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
     let whole = reader::verify(&mut f, &opened, ctx)?.archive_sha256;
+    check_expected(&whole, expect_sha256)?;
     Ok(Report {
         totals: opened.totals,
         archive_bytes: Some(opened.file_len),

@@ -311,6 +311,7 @@ fn restore_refuses_unsuitable_destinations_and_identities() {
         },
         record: record(takbak::records::Purpose::RestoreIsolated),
         limits: Limits::default(),
+        expect_sha256: None,
     };
     assert_eq!(
         takbak::restore::restore(&opts, &ctx())

@@ -69,12 +69,13 @@ pub fn run_restore(root: &Path, archive: &Path, limits: Limits) -> takbak::Resul
         identity: destination_identity(),
         record: record(Purpose::RestoreIsolated),
         limits,
+        expect_sha256: None,
     };
     restore(&opts, &ctx())
 }
 
 pub fn verify_path(archive: &Path) -> takbak::Result<Report> {
-    takbak::tool::verify_file(archive, &Limits::default(), &ctx())
+    takbak::tool::verify_file(archive, &Limits::default(), None, &ctx())
 }
 
 /// A node of a tree to build.
