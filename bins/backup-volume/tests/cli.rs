@@ -2,6 +2,7 @@
 //! --verify/--list, no progress without a terminal, and crash safety of the archive's final name
 //! (SIGKILL at every durability step through the `TAKBAK_TEST_KILL_AT_STEP` hook).
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -213,4 +214,74 @@ fn killed_backup_never_leaves_a_partial_archive_under_its_final_name() {
             std::fs::remove_file(d.join("out").join(name)).unwrap();
         }
     }
+}
+
+/// Runs a backup whose stderr is a pseudo-terminal (stdout stays a pipe) and returns what the
+/// terminal received and the process's stdout.
+fn backup_on_a_terminal(d: &Path, extra: &[&str]) -> (String, String) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use std::io::Read;
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(std::ffi::OsStr::from_bytes(
+            ptsname(&master, Vec::new()).unwrap().as_bytes(),
+        ))
+        .unwrap();
+    let mut args = BACKUP.to_vec();
+    args.extend_from_slice(extra);
+    let child = Command::new(env!("CARGO_BIN_EXE_backup-volume"))
+        .current_dir(d)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    // The child holds the only slave descriptor now: once it exits, reading the master ends (EIO).
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut term = Vec::new();
+    let mut master = std::fs::File::from(master);
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => term.extend_from_slice(&buf[..n]),
+        }
+    }
+    (
+        String::from_utf8_lossy(&term).into_owned(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn progress_is_shown_on_a_terminal_and_never_on_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let (term, stdout) = backup_on_a_terminal(d, &[]);
+    // The final redraw shows the whole payload (2 MiB + 7 bytes and 3 bytes) and both files.
+    assert!(term.contains('\r'), "{term:?}");
+    for needle in ["2.0/2.0 MiB", "files", "MiB/s", "ETA"] {
+        assert!(term.contains(needle), "{needle} missing from {term:?}");
+    }
+    assert!(
+        !term.contains(d.to_str().unwrap()),
+        "no paths on the terminal"
+    );
+    assert_eq!(stdout.lines().count(), 1, "stdout holds only the result");
+    assert!(stdout.contains("\"result\":\"PASS\""));
+
+    std::fs::remove_file(d.join("out/a.takbak")).unwrap();
+    let (term, stdout) = backup_on_a_terminal(d, &["--no-progress"]);
+    assert_eq!(term, "", "--no-progress keeps the terminal quiet");
+    assert!(stdout.contains("\"result\":\"PASS\""));
 }
