@@ -1,5 +1,6 @@
 //! The real `backup-volume` binary: one JSON result line, exit codes, exclusive metrics textfile,
-//! --verify/--list, no progress without a terminal, and crash safety of the archive's final name
+//! --verify (with and without --expect-sha256) and --list, the progress display on a terminal and
+//! never without one, and crash safety of the archive's final name
 //! (SIGKILL at every durability step through the `TAKBAK_TEST_KILL_AT_STEP` hook).
 
 use std::os::unix::ffi::OsStrExt;
