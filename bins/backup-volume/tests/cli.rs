@@ -1,6 +1,8 @@
 //! The real `backup-volume` binary: one JSON result line, exit codes, exclusive metrics textfile,
 //! --verify (with and without --expect-sha256) and --list, the progress display on a terminal and
-//! never without one, and crash safety of the archive's final name
+//! never without one, failure categories end to end (`disk_full` on a small tmpfs,
+//! `permission_denied` when run as "nobody", `deadline_exceeded` from the watchdog while stuck in a
+//! system call), and crash safety of the archive's final name
 //! (SIGKILL at every durability step through the `TAKBAK_TEST_KILL_AT_STEP` hook).
 
 use std::os::unix::ffi::OsStrExt;
@@ -285,4 +287,168 @@ fn progress_is_shown_on_a_terminal_and_never_on_stdout() {
     let (term, stdout) = backup_on_a_terminal(d, &["--no-progress"]);
     assert_eq!(term, "", "--no-progress keeps the terminal quiet");
     assert!(stdout.contains("\"result\":\"PASS\""));
+}
+
+/// Whether a test that needs root (mounting, running as another user, device nodes) can run here.
+/// Elsewhere it returns early, except when `TAKBAK_PRIVILEGED_TESTS=required` (set by `.ci/run`,
+/// which runs as root), where missing privilege fails the test instead of skipping it.
+fn privileged(available: bool) -> bool {
+    assert!(
+        available || std::env::var("TAKBAK_PRIVILEGED_TESTS").as_deref() != Ok("required"),
+        "TAKBAK_PRIVILEGED_TESTS=required but this process lacks the privilege"
+    );
+    available
+}
+
+/// A small tmpfs mounted on a directory for one test and unmounted when dropped.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    /// Mounts `size` of tmpfs on `dir`; `None` where this process may not mount.
+    fn mount(dir: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Self(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_archive_file_system_is_disk_full_and_publishes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let fs = SmallFs::mount(&d.join("full"), "512k");
+    if !privileged(fs.is_some()) {
+        return;
+    }
+    let mut args = BACKUP.to_vec();
+    args[3] = "full/a.takbak";
+    let (out, v) = tool(&args, d, None);
+    assert_eq!(
+        (
+            v["failure"]["category"].as_str(),
+            v["failure"]["source"].as_str(),
+            v["failure"]["errnoName"].as_str(),
+            v["failure"]["errno"].as_i64(),
+            out.status.code()
+        ),
+        (
+            Some("disk_full"),
+            Some("archive"),
+            Some("ENOSPC"),
+            Some(28),
+            Some(9)
+        ),
+        "{v}"
+    );
+    let left: Vec<_> = std::fs::read_dir(d.join("full")).unwrap().collect();
+    assert!(left.is_empty(), "no archive and no temporary file left");
+}
+
+#[test]
+fn an_unreadable_source_directory_is_permission_denied() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    use std::os::unix::process::CommandExt;
+    if !privileged(rustix::process::geteuid().is_root()) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    // Everything readable by "nobody" except one source directory; the output directory is theirs.
+    let nobody = 65534;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    chown(d.join("out"), Some(nobody), Some(nobody)).unwrap();
+    std::fs::set_permissions(d.join("src/sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A copy beside the test data: the build directory may not be reachable for "nobody".
+    let exe = d.join("backup-volume");
+    std::fs::copy(env!("CARGO_BIN_EXE_backup-volume"), &exe).unwrap();
+    let out = Command::new(&exe)
+        .current_dir(d)
+        .args(BACKUP)
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["failure"]["category"].as_str(),
+            v["failure"]["source"].as_str(),
+            v["failure"]["errnoName"].as_str(),
+            v["phase"].as_str(),
+            out.status.code()
+        ),
+        (
+            Some("permission_denied"),
+            Some("source_tree"),
+            Some("EACCES"),
+            Some("scan_source"),
+            Some(8)
+        ),
+        "{v}"
+    );
+    assert!(!d.join("out/a.takbak").exists());
+}
+
+#[test]
+fn the_watchdog_ends_a_process_stuck_in_a_system_call_at_its_deadline() {
+    // Opening a FIFO nobody writes to blocks in open(2), where the cooperative deadline checks
+    // cannot run: the watchdog must report deadline_exceeded and end the process 5 s after the
+    // 1 s deadline.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let fifo = d.join("stuck.takbak");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backup-volume"))
+        .args(["--verify", "--deadline-seconds", "1", "--archive"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            child.kill().unwrap();
+            panic!("the watchdog did not end the process within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        (
+            v["result"].as_str(),
+            v["failure"]["category"].as_str(),
+            v["phase"].as_str(),
+            status.code()
+        ),
+        (
+            Some("FAIL"),
+            Some("deadline_exceeded"),
+            Some("verify_archive"),
+            Some(7)
+        ),
+        "{v}"
+    );
 }

@@ -4,6 +4,10 @@
 //! marker or the kill came after the marker's unlink (the last steps), where the operator sees no
 //! PASS line and a signal exit, which the docs define as "publication uncertain". A second restore
 //! into the same destination refuses to resume.
+//!
+//! Also end to end with the binary: an expected archive digest is checked before the destination is
+//! touched, and a full destination (a small tmpfs) and missing ownership privileges (the tool run
+//! as "nobody") fail as `disk_full` and `permission_denied` with the marker still present.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -256,4 +260,110 @@ fn expected_archive_sha256_is_checked_before_the_destination_is_touched() {
         (v["result"].as_str(), v["archiveSha256"].as_str()),
         (Some("PASS"), Some(digest.as_str()))
     );
+}
+
+/// Whether a test that needs root (mounting, running as another user, device nodes) can run here.
+/// Elsewhere it returns early, except when `TAKBAK_PRIVILEGED_TESTS=required` (set by `.ci/run`,
+/// which runs as root), where missing privilege fails the test instead of skipping it.
+fn privileged(available: bool) -> bool {
+    assert!(
+        available || std::env::var("TAKBAK_PRIVILEGED_TESTS").as_deref() != Ok("required"),
+        "TAKBAK_PRIVILEGED_TESTS=required but this process lacks the privilege"
+    );
+    available
+}
+
+/// The failure's (category, source, errno name) and the exit code.
+fn failure(out: &Output) -> (Option<String>, Option<String>, Option<String>, Option<i32>) {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = |k: &str| v["failure"][k].as_str().map(String::from);
+    (
+        s("category"),
+        s("source"),
+        s("errnoName"),
+        out.status.code(),
+    )
+}
+
+fn expected(
+    category: &str,
+    source: &str,
+    errno: &str,
+    code: i32,
+) -> (Option<String>, Option<String>, Option<String>, Option<i32>) {
+    (
+        Some(category.into()),
+        Some(source.into()),
+        Some(errno.into()),
+        Some(code),
+    )
+}
+
+#[test]
+fn a_full_destination_is_disk_full_and_keeps_the_marker() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let dst = tmp.path().join("small");
+    std::fs::create_dir(&dst).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .arg(&dst)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !privileged(mounted) {
+        return;
+    }
+    let out = restore(tmp.path(), &dst, None);
+    let marker = dst.join(MARKER).exists();
+    let _ = Command::new("umount").arg("-l").arg(&dst).status();
+    assert_eq!(
+        failure(&out),
+        expected("disk_full", "destination", "ENOSPC", 9)
+    );
+    assert!(
+        marker,
+        "the unusable destination keeps its incomplete marker"
+    );
+}
+
+#[test]
+fn restoring_owners_without_the_privilege_is_permission_denied() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    use std::os::unix::process::CommandExt;
+    if !privileged(rustix::process::geteuid().is_root()) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    // "nobody" may read the archive and records and owns the destination, but the archived
+    // entries belong to root: restoring their owners needs CAP_CHOWN, which nobody lacks.
+    let nobody = 65534;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dst = d.join("dst");
+    std::fs::create_dir(&dst).unwrap();
+    for p in ["a.takbak", "id.json", "rec.json", "dst"] {
+        chown(d.join(p), Some(nobody), Some(nobody)).unwrap();
+    }
+    // A copy beside the test data: the build directory may not be reachable for "nobody".
+    let exe = d.join("restore-volume");
+    std::fs::copy(env!("CARGO_BIN_EXE_restore-volume"), &exe).unwrap();
+    let out = Command::new(&exe)
+        .arg("--root")
+        .arg(&dst)
+        .arg("--archive")
+        .arg(d.join("a.takbak"))
+        .arg("--identity")
+        .arg(d.join("id.json"))
+        .arg("--record")
+        .arg(d.join("rec.json"))
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    assert_eq!(
+        failure(&out),
+        expected("permission_denied", "destination", "EPERM", 8)
+    );
+    assert!(dst.join(MARKER).exists());
 }
