@@ -6,6 +6,6 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
-cargo build "${profile[@]}" -p kube-emulator --bin kube-emulator --example bench
+cargo build "${profile[@]}" -p kube-emulator --bin kube-emulator --example emulator-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/bench"
+exec "$target/$dir/examples/emulator-bench"

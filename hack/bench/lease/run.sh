@@ -8,6 +8,6 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; shift; fi
-cargo build "${profile[@]}" -p lease-server --bin lease-server --example bench
+cargo build "${profile[@]}" -p lease-server --bin lease-server --example lease-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/bench" "$@"
+exec "$target/$dir/examples/lease-bench" "$@"
