@@ -10,6 +10,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "../../../libs/takbak/tests/common/privileged.rs"]
+mod privileged;
+use privileged::{NOBODY, SmallFs, as_nobody, is_root, privileged};
+
 const ID: &str = r#"{"volume":"rv-a","generation":"g1","claimUID":"c1"}"#;
 const REC: &str = r#"{"version":1,"purpose":"backup-quiesced","source":{"volume":"rv-a","generation":"g1","claimUID":"c1"},"recordID":"r","operator":"o","method":"m","evidenceReference":"e","operatorAcknowledged":true}"#;
 
@@ -289,39 +293,6 @@ fn progress_is_shown_on_a_terminal_and_never_on_stdout() {
     assert!(stdout.contains("\"result\":\"PASS\""));
 }
 
-/// Whether a test that needs root (mounting, running as another user, device nodes) can run here.
-/// Elsewhere it returns early, except when `TAKBAK_PRIVILEGED_TESTS=required` (set by `.ci/run`,
-/// which runs as root), where missing privilege fails the test instead of skipping it.
-fn privileged(available: bool) -> bool {
-    assert!(
-        available || std::env::var("TAKBAK_PRIVILEGED_TESTS").as_deref() != Ok("required"),
-        "TAKBAK_PRIVILEGED_TESTS=required but this process lacks the privilege"
-    );
-    available
-}
-
-/// A small tmpfs mounted on a directory for one test and unmounted when dropped.
-struct SmallFs(std::path::PathBuf);
-
-impl SmallFs {
-    /// Mounts `size` of tmpfs on `dir`; `None` where this process may not mount.
-    fn mount(dir: &Path, size: &str) -> Option<Self> {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then(|| Self(dir.to_path_buf()))
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_archive_file_system_is_disk_full_and_publishes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -358,26 +329,19 @@ fn a_full_archive_file_system_is_disk_full_and_publishes_nothing() {
 #[test]
 fn an_unreadable_source_directory_is_permission_denied() {
     use std::os::unix::fs::{PermissionsExt, chown};
-    use std::os::unix::process::CommandExt;
-    if !privileged(rustix::process::geteuid().is_root()) {
+    if !privileged(is_root()) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
     // Everything readable by "nobody" except one source directory; the output directory is theirs.
-    let nobody = 65534;
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    chown(d.join("out"), Some(nobody), Some(nobody)).unwrap();
+    chown(d.join("out"), Some(NOBODY), Some(NOBODY)).unwrap();
     std::fs::set_permissions(d.join("src/sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    // A copy beside the test data: the build directory may not be reachable for "nobody".
-    let exe = d.join("backup-volume");
-    std::fs::copy(env!("CARGO_BIN_EXE_backup-volume"), &exe).unwrap();
-    let out = Command::new(&exe)
+    let out = as_nobody(env!("CARGO_BIN_EXE_backup-volume"), d)
         .current_dir(d)
         .args(BACKUP)
-        .uid(nobody)
-        .gid(nobody)
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -13,6 +13,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "../../../libs/takbak/tests/common/privileged.rs"]
+mod privileged;
+use privileged::{NOBODY, SmallFs, as_nobody, is_root, privileged};
+
 use takbak::limits::Limits;
 use takbak::records::{Identity, Purpose, Record};
 
@@ -262,17 +266,6 @@ fn expected_archive_sha256_is_checked_before_the_destination_is_touched() {
     );
 }
 
-/// Whether a test that needs root (mounting, running as another user, device nodes) can run here.
-/// Elsewhere it returns early, except when `TAKBAK_PRIVILEGED_TESTS=required` (set by `.ci/run`,
-/// which runs as root), where missing privilege fails the test instead of skipping it.
-fn privileged(available: bool) -> bool {
-    assert!(
-        available || std::env::var("TAKBAK_PRIVILEGED_TESTS").as_deref() != Ok("required"),
-        "TAKBAK_PRIVILEGED_TESTS=required but this process lacks the privilege"
-    );
-    available
-}
-
 /// The failure's (category, source, errno name) and the exit code.
 fn failure(out: &Output) -> (Option<String>, Option<String>, Option<String>, Option<i32>) {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -304,18 +297,13 @@ fn a_full_destination_is_disk_full_and_keeps_the_marker() {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
     let dst = tmp.path().join("small");
-    std::fs::create_dir(&dst).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
-        .arg(&dst)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !privileged(mounted) {
+    let fs = SmallFs::mount(&dst, "512k");
+    if !privileged(fs.is_some()) {
         return;
     }
     let out = restore(tmp.path(), &dst, None);
     let marker = dst.join(MARKER).exists();
-    let _ = Command::new("umount").arg("-l").arg(&dst).status();
+    drop(fs);
     assert_eq!(
         failure(&out),
         expected("disk_full", "destination", "ENOSPC", 9)
@@ -329,8 +317,7 @@ fn a_full_destination_is_disk_full_and_keeps_the_marker() {
 #[test]
 fn restoring_owners_without_the_privilege_is_permission_denied() {
     use std::os::unix::fs::{PermissionsExt, chown};
-    use std::os::unix::process::CommandExt;
-    if !privileged(rustix::process::geteuid().is_root()) {
+    if !privileged(is_root()) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -338,17 +325,13 @@ fn restoring_owners_without_the_privilege_is_permission_denied() {
     setup(d);
     // "nobody" may read the archive and records and owns the destination, but the archived
     // entries belong to root: restoring their owners needs CAP_CHOWN, which nobody lacks.
-    let nobody = 65534;
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let dst = d.join("dst");
     std::fs::create_dir(&dst).unwrap();
     for p in ["a.takbak", "id.json", "rec.json", "dst"] {
-        chown(d.join(p), Some(nobody), Some(nobody)).unwrap();
+        chown(d.join(p), Some(NOBODY), Some(NOBODY)).unwrap();
     }
-    // A copy beside the test data: the build directory may not be reachable for "nobody".
-    let exe = d.join("restore-volume");
-    std::fs::copy(env!("CARGO_BIN_EXE_restore-volume"), &exe).unwrap();
-    let out = Command::new(&exe)
+    let out = as_nobody(env!("CARGO_BIN_EXE_restore-volume"), d)
         .arg("--root")
         .arg(&dst)
         .arg("--archive")
@@ -357,8 +340,6 @@ fn restoring_owners_without_the_privilege_is_permission_denied() {
         .arg(d.join("id.json"))
         .arg("--record")
         .arg(d.join("rec.json"))
-        .uid(nobody)
-        .gid(nobody)
         .output()
         .unwrap();
     assert_eq!(

@@ -2,6 +2,8 @@
 //! and never leaves an archive under the final name.
 
 mod common;
+#[path = "common/privileged.rs"]
+mod privileged;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -147,17 +149,6 @@ fn refused_kinds() {
     }
 }
 
-/// Whether a test that needs root (mounting, running as another user, device nodes) can run here.
-/// Elsewhere it returns early, except when `TAKBAK_PRIVILEGED_TESTS=required` (set by `.ci/run`,
-/// which runs as root), where missing privilege fails the test instead of skipping it.
-fn privileged(available: bool) -> bool {
-    assert!(
-        available || std::env::var("TAKBAK_PRIVILEGED_TESTS").as_deref() != Ok("required"),
-        "TAKBAK_PRIVILEGED_TESTS=required but this process lacks the privilege"
-    );
-    available
-}
-
 #[test]
 fn device_nodes_are_refused() {
     use rustix::fs::{FileType, Mode};
@@ -172,7 +163,7 @@ fn device_nodes_are_refused() {
         dev,
     )
     .is_ok();
-    if !privileged(can_mknod) {
+    if !privileged::privileged(can_mknod) {
         return;
     }
     let r = refused(
