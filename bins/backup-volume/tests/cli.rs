@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 
 #[path = "../../../libs/takbak/tests/common/privileged.rs"]
 mod privileged;
-use privileged::{NOBODY, SmallFs, as_nobody, is_root, privileged};
+use privileged::{SmallFs, as_nobody, is_root, open_to_nobody, privileged};
 
 const ID: &str = r#"{"volume":"rv-a","generation":"g1","claimUID":"c1"}"#;
 const REC: &str = r#"{"version":1,"purpose":"backup-quiesced","source":{"volume":"rv-a","generation":"g1","claimUID":"c1"},"recordID":"r","operator":"o","method":"m","evidenceReference":"e","operatorAcknowledged":true}"#;
@@ -328,7 +328,7 @@ fn a_full_archive_file_system_is_disk_full_and_publishes_nothing() {
 
 #[test]
 fn an_unreadable_source_directory_is_permission_denied() {
-    use std::os::unix::fs::{PermissionsExt, chown};
+    use std::os::unix::fs::PermissionsExt;
     if !privileged(is_root()) {
         return;
     }
@@ -336,8 +336,7 @@ fn an_unreadable_source_directory_is_permission_denied() {
     let d = tmp.path();
     setup(d);
     // Everything readable by "nobody" except one source directory; the output directory is theirs.
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    chown(d.join("out"), Some(NOBODY), Some(NOBODY)).unwrap();
+    open_to_nobody(d, &["out"]);
     std::fs::set_permissions(d.join("src/sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = as_nobody(env!("CARGO_BIN_EXE_backup-volume"), d)
         .current_dir(d)

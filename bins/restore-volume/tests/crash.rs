@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 
 #[path = "../../../libs/takbak/tests/common/privileged.rs"]
 mod privileged;
-use privileged::{NOBODY, SmallFs, as_nobody, is_root, privileged};
+use privileged::{SmallFs, as_nobody, is_root, open_to_nobody, privileged};
 
 use takbak::limits::Limits;
 use takbak::records::{Identity, Purpose, Record};
@@ -316,7 +316,6 @@ fn a_full_destination_is_disk_full_and_keeps_the_marker() {
 
 #[test]
 fn restoring_owners_without_the_privilege_is_permission_denied() {
-    use std::os::unix::fs::{PermissionsExt, chown};
     if !privileged(is_root()) {
         return;
     }
@@ -325,12 +324,9 @@ fn restoring_owners_without_the_privilege_is_permission_denied() {
     setup(d);
     // "nobody" may read the archive and records and owns the destination, but the archived
     // entries belong to root: restoring their owners needs CAP_CHOWN, which nobody lacks.
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let dst = d.join("dst");
     std::fs::create_dir(&dst).unwrap();
-    for p in ["a.takbak", "id.json", "rec.json", "dst"] {
-        chown(d.join(p), Some(NOBODY), Some(NOBODY)).unwrap();
-    }
+    open_to_nobody(d, &["a.takbak", "id.json", "rec.json", "dst"]);
     let out = as_nobody(env!("CARGO_BIN_EXE_restore-volume"), d)
         .arg("--root")
         .arg(&dst)

@@ -154,13 +154,18 @@ pub fn verify<R: Read + Seek>(r: &mut R, opened: &Opened, ctx: &Ctx) -> Result<V
     let mut buf = vec![0u8; CHUNK_SIZE as usize];
     r.seek(SeekFrom::Start(0)).map_err(read_io)?;
 
-    let header = &mut buf[..HEADER_LEN as usize];
-    read_exact(r, header)?;
-    if header[..] != opened.header[..] {
-        return Err(changed());
-    }
-    whole.update(&*header);
-    progress(header.len());
+    // The header and trailer were parsed by `open`; this read must return the same bytes.
+    let same_again = |r: &mut R, buf: &mut [u8], parsed: &[u8], whole: &mut Sha256| {
+        let b = &mut buf[..parsed.len()];
+        read_exact(r, b)?;
+        if b != parsed {
+            return Err(changed());
+        }
+        whole.update(&*b);
+        progress(b.len());
+        Ok(())
+    };
+    same_again(r, &mut buf, &opened.header[..], &mut whole)?;
 
     let checks = verify_payload(r, opened, ctx, &mut whole)?;
 
@@ -179,13 +184,7 @@ pub fn verify<R: Read + Seek>(r: &mut R, opened: &Opened, ctx: &Ctx) -> Result<V
         return Err(changed());
     }
 
-    let trailer = &mut buf[..TRAILER_LEN as usize];
-    read_exact(r, trailer)?;
-    if trailer[..] != opened.trailer_bytes[..] {
-        return Err(changed());
-    }
-    whole.update(&*trailer);
-    progress(trailer.len());
+    same_again(r, &mut buf, &opened.trailer_bytes[..], &mut whole)?;
     if fill(r, &mut buf[..1]).map_err(read_io)? != 0 {
         return Err(changed());
     }

@@ -47,6 +47,15 @@ impl Drop for SmallFs {
     }
 }
 
+/// Lets [`NOBODY`] traverse `dir` (mode 0755) and gives them the named entries in it.
+pub fn open_to_nobody(dir: &Path, give: &[&str]) {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for name in give {
+        chown(dir.join(name), Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+}
+
 /// A command running a copy of `exe` (placed in `dir`: the build directory may not be reachable
 /// for "nobody") as [`NOBODY`].
 pub fn as_nobody(exe: &str, dir: &Path) -> Command {
