@@ -44,11 +44,14 @@ impl Harness {
 
     /// Chooses the emulator mode and CRD directory.
     pub async fn start_with(mode: EmulatorMode, crds: Option<PathBuf>) -> Result<Self, Error> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let work_dir = std::env::temp_dir().join(format!(
             "e2e-harness-{}-{}",
             std::process::id(),
-            crate::free_port()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
+        // A directory left by an earlier process with the same pid is not ours.
+        let _ = std::fs::remove_dir_all(&work_dir);
         std::fs::create_dir_all(&work_dir).map_err(|source| Error::Process {
             what: format!("creating {}", work_dir.display()),
             source,
@@ -79,7 +82,7 @@ impl Harness {
                     spec = spec.args(["--crds".to_string(), c.display().to_string()]);
                 }
                 spec.ready_path = "/readyz".into();
-                spec.admin_as_port_flag = true;
+                spec.address = crate::daemon::AddressReport::Kubeconfig(kubeconfig.clone());
                 let mut d = Daemon::spawn(spec, &kubeconfig, &work_dir)?;
                 d.wait_ready(Duration::from_secs(30)).await?;
                 let url = format!("http://{}", d.admin_addr);

@@ -21,6 +21,8 @@ pub mod crds;
 pub mod meta;
 pub mod platform;
 pub mod strategy;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod thirdparty;
 
 pub use meta::{Condition, ConditionStatus, LocalObjectReference, TypedLocalObjectReference};

@@ -162,6 +162,12 @@ impl WorkLease {
         *self.lost.borrow()
     }
 
+    /// A receiver that turns `true` when the lease is lost (for code that outlives a borrow of
+    /// the lease, e.g. a cached holding).
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
     /// Completes when the lease is lost.
     pub async fn lost(&mut self) {
         let _ = self.lost.wait_for(|lost| *lost).await;
