@@ -127,14 +127,14 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         .unwrap();
     let ns = h.temp_namespace("lease").await.unwrap();
     let dir = h.work_dir().to_path_buf();
-    let grpc = format!("127.0.0.1:{}", harness::free_port());
     let server = DaemonSpec::new(
         "lease-server",
         PathBuf::from(env!("CARGO_BIN_EXE_lease-server")),
     )
-    .args(["--grpc-addr", &grpc, "--namespace", &ns])
-    .args(["--max-ttl-ms", &TTL_MS.to_string()]);
-    h.spawn_ready(server, Duration::from_secs(60))
+    .args(["--namespace", &ns])
+    .args(["--max-ttl", &format!("{TTL_MS}ms")]);
+    let grpc = h
+        .spawn_lease_server(server, Duration::from_secs(60))
         .await
         .unwrap();
 

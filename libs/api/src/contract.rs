@@ -211,6 +211,12 @@ pub mod reasons {
     pub const CRON_SPEC_INVALID: &str = "CronSpecInvalid";
     /// Plan `Error=False`: the cron spec parses.
     pub const CRON_SPEC_VALID: &str = "CronSpecValid";
+
+    // BackupClass `cozy-default` Ready (written by the strategy renderer).
+    /// Every object the default class routes to exists.
+    pub const DEFAULT_OBJECTS_PRESENT: &str = "DefaultObjectsPresent";
+    /// Some object the default class routes to is missing.
+    pub const DEFAULT_OBJECTS_MISSING: &str = "DefaultObjectsMissing";
 }
 
 /// Event reasons.
@@ -237,6 +243,8 @@ pub mod event_reasons {
     pub const VELERO_RESTORE_CREATED: &str = "VeleroRestoreCreated";
     /// RestoreJob (Velero): creating the Velero Restore failed.
     pub const VELERO_RESTORE_CREATION_FAILED: &str = "VeleroRestoreCreationFailed";
+    /// Strategy renderer: its configuration ConfigMap was rejected.
+    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 }
 
 /// Strategy kinds, in the order upstream's `supportedBackupStrategyKinds()` returns them (the order

@@ -261,6 +261,28 @@ impl<K: Watchable> Watch<K> {
             .take_until(ctx.shutdown.signaled())
     }
 
+    /// The events of this watch, marking a readiness check the caller registered itself (for
+    /// components that own their check's name and lifetime). The stream does not end on shutdown.
+    pub fn events_with(
+        self,
+        ready: ReadyHandle,
+    ) -> impl Stream<Item = watcher::Event<K>> + Send + use<K> {
+        self.events_reporting(ready)
+    }
+
+    /// Uses a watcher configuration's label and field selectors as the target's.
+    pub fn selectors(mut self, config: &watcher::Config) -> Self {
+        self.target.labels = config.label_selector.clone();
+        if let Some(name) = config
+            .field_selector
+            .as_deref()
+            .and_then(|f| f.strip_prefix("metadata.name="))
+        {
+            self.target.name = Some(name.to_owned());
+        }
+        self
+    }
+
     /// A reflector store fed by this watch and the stream of applied objects that drives a
     /// kube-runtime `Controller::for_stream(stream, store)`.
     pub fn reflect(

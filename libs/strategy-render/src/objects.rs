@@ -353,8 +353,8 @@ pub(crate) fn velero_vmdisk() -> Value {
     )
 }
 
-/// Velero BackupStorageLocation `cozy-default`. `s3ForcePathStyle` is the string `"true"` as the
-/// chart renders it (§3.6, §12.4), independent of `forcePathStyle`.
+/// Velero BackupStorageLocation `cozy-default`. `s3ForcePathStyle` is `backupStorage.forcePathStyle`
+/// as a quoted string (`"true"`/`"false"`): the chart renders the value through `quote`.
 pub(crate) fn bsl(c: &RenderConfig, s: &Storage<'_>) -> Value {
     json!({
         "apiVersion": "velero.io/v1",
@@ -367,7 +367,7 @@ pub(crate) fn bsl(c: &RenderConfig, s: &Storage<'_>) -> Value {
             "credential": { "name": names::CREDENTIALS_SECRET, "key": "cloud" },
             "config": {
                 "region": s.region,
-                "s3ForcePathStyle": "true",
+                "s3ForcePathStyle": if s.force_path_style { "true" } else { "false" },
                 "s3Url": s.endpoint,
             },
         },

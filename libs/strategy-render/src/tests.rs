@@ -208,7 +208,7 @@ spec:
   default: false
   objectStorage: {bucket: "$B", prefix: velero}
   credential: {name: cozy-backups-creds, key: cloud}
-  config: {region: "$R", s3ForcePathStyle: "true", s3Url: "$E"}
+  config: {region: "$R", s3ForcePathStyle: "$FPS", s3Url: "$E"}
 "#;
 
 /// Expected inputs of one case.
