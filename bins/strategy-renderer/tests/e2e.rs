@@ -271,7 +271,10 @@ async fn settled(client: &kube::Client) -> bool {
         && class.is_some_and(|c| ready_condition(&c)["status"] == "True")
         && mariadb
             .is_some_and(|m| m["spec"]["template"]["storage"]["s3"]["endpoint"] == "s3.example.com")
-        && bsl.is_some_and(|b| b["status"]["phase"].is_string())
+        && bsl.is_some_and(|b| {
+            b["spec"]["config"]["s3Url"] == "https://s3.example.com"
+                && b["status"]["phase"].is_string()
+        })
 }
 
 fn admin_rvs(rvs: BTreeMap<String, String>) -> Vec<(String, String)> {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 struct Stub {
@@ -44,21 +44,7 @@ async fn get_text(url: &str) -> (u16, String) {
     }
 }
 
-/// Polls `f` every 50 ms until it returns `Some`, failing after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use harness::eventually_within as eventually;
 
 /// Kills the daemon if the test fails before it exited, so no orphan outlives the test.
 struct KillOnDrop(std::process::Child);
