@@ -194,6 +194,22 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         );
     }
     assert!(admin.is_ready());
+    assert!(
+        metrics.value(
+            "cozy_backups_lease_server_grpc_requests_total",
+            &[("code", "OK"), ("method", "Acquire")]
+        ) >= 2.0,
+        "{}",
+        metrics.text()
+    );
+    assert!(
+        metrics.value(
+            "cozy_backups_lease_server_grpc_request_duration_seconds_count",
+            &[("method", "Acquire")]
+        ) >= 1.0,
+        "{}",
+        metrics.text()
+    );
 
     // 2. kill -9 and restart the lease server under a load of work-lease churn.
     let load_client = lease::LeaseClient::connect_lazy(
