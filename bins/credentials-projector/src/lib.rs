@@ -1,7 +1,7 @@
 //! `credentials-projector`: copies the system bucket credentials (the source Secret, e.g.
 //! `tenant-root/bucket-cozy-backups-system-credentials`) into `cozy-backups-creds` in every namespace
 //! that needs them, in every key format the drivers read, and reports `CredentialsProjected` on
-//! BackupJobs and RestoreJobs. Wire-compatible with upstream's projector (fact sheet §5–§6).
+//! BackupJobs and RestoreJobs. Wire-compatible with upstream's projector (see docs/credentials-projector.md).
 //!
 //! ```text
 //!                    ┌──────────── tenant path (any replica holding the job's work lease) ───────────┐

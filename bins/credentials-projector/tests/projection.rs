@@ -1,4 +1,4 @@
-//! End to end, real binary against the emulator: every source format and edge of fact sheet §5 —
+//! End to end, real binary against the emulator: every source format and edge of the projection —
 //! a missing source that appears later, flat keys, BucketInfo only, partial flat keys merged per
 //! field, garbled JSON (ignored and fatal), endpoint fallback with scheme stripping, missing endpoint
 //! everywhere, stale optional keys removed, foreign keys and labels kept, an unowned target refused

@@ -1,5 +1,5 @@
 //! Simulated COSI provisioner plus the parts of Cozystack's bucket application chart the backup
-//! platform depends on (fact sheet §3.2):
+//! platform depends on:
 //!
 //! 1. `apps.cozystack.io` Bucket `<name>` → BucketClaim `bucket-<name>` in the same namespace (the
 //!    bucket chart's release is `bucket-<name>`), owned by the Bucket.

@@ -2,7 +2,7 @@
 //!
 //! Every label key, annotation, finalizer, condition type, reason, phase and API group that is part of
 //! the compatibility contract lives here, so no daemon ever spells one by hand. The values are copied
-//! from the upstream fact sheets (`shared/spec/cozystack-*.md`); changing one breaks wire compatibility
+//! from upstream Cozystack's controllers; changing one breaks wire compatibility
 //! with objects written by the upstream controllers.
 
 /// API groups and versions.

@@ -1,4 +1,4 @@
-//! The object bodies, one function per chart template (fact sheet §3.6).
+//! The object bodies, one function per chart template.
 
 use serde_json::{Value, json};
 
@@ -142,7 +142,7 @@ pub(crate) fn mariadb(s: &Storage<'_>) -> Value {
     )
 }
 
-/// The Altinity client script (fact sheet §3.6). It is a Go template: the driver renders `.Release`,
+/// The Altinity client script, as the chart renders it. It is a Go template: the driver renders `.Release`,
 /// `.Mode` and, on restore, `.Backup` before the pod runs it. The mode branch is a template
 /// conditional so that `.Backup` (nil on backup) is only evaluated on restore.
 pub const ALTINITY_SCRIPT: &str = r#"set -eu
