@@ -40,7 +40,7 @@ pub async fn spawn(h: &mut Harness, s: &Setup) {
         .env("BACKUP_STORAGE_FORCE_PATH_STYLE", &s.force_path_style)
         .env("BACKUP_STORAGE_SYSTEM_NAMESPACES", &s.system_namespaces)
         // Rounds in tests are driven by leadership and source changes only, so counts are exact.
-        .env("SYSTEM_TICK_SECONDS", "3600")
+        .env("SYSTEM_TICK", "1h")
         .env("LEASE_ENDPOINT", "none");
     h.spawn_ready(spec, DEADLINE)
         .await
