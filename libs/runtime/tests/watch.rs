@@ -155,6 +155,26 @@ fn list_requests(emu: &Running) -> usize {
         .count()
 }
 
+/// Installs a CRD `<kind>s.example.com/v1` that keeps every field.
+async fn permissive_crd(client: &kube::Client, kind: &str, scope: &str) {
+    let plural = format!("{}s", kind.to_lowercase());
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com")},
+            "spec": {"group": "example.com", "scope": scope,
+                     "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                              "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .unwrap();
+    Api::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+}
+
 fn widget() -> ApiResource {
     ApiResource {
         group: "example.com".into(),
@@ -191,21 +211,7 @@ async fn an_absent_kind_is_empty_and_ready_until_it_appears() {
     );
 
     // The CRD appears: the kind's real list replaces the empty view.
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Cluster",
-                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true,
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                              "x-kubernetes-preserve-unknown-fields": true}}}]}
-        }))
-        .unwrap();
-    Api::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    permissive_crd(&client, "Widget", "Cluster").await;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &widget());
     let w: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}
@@ -287,21 +293,7 @@ async fn an_object_that_does_not_deserialize_is_skipped() {
     let emu = emulator(10_000).await;
     let client = emu.client();
     namespace(&client, "t").await;
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "gadgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true,
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                              "x-kubernetes-preserve-unknown-fields": true}}}]}
-        }))
-        .unwrap();
-    Api::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    permissive_crd(&client, "Gadget", "Namespaced").await;
     let raw: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), "t", &ApiResource::erase::<Gadget>(&()));
     for (name, count) in [
