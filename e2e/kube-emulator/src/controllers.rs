@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::server::Inner;
+use crate::shared::Inner;
 use crate::ssa::Scope;
 use crate::store::{DeleteOpts, State, WriteOpts, to_view};
 

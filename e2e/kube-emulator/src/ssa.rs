@@ -467,7 +467,7 @@ pub(crate) fn apply(
     now: &str,
 ) -> Result<Value, Conflicts> {
     let mut cfg = cfg.clone();
-    crate::store::canonical_numbers(&mut cfg);
+    crate::json::canonical_numbers(&mut cfg);
     let cfg = &cfg;
     let mut entries = parse_entries(live);
     let sub = subresource_of(scope);
