@@ -39,6 +39,7 @@ mod shared;
 mod ssa;
 mod store;
 mod table;
+mod validation;
 
 pub use admin::Fault;
 pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};

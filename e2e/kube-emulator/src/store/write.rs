@@ -5,33 +5,18 @@
 use serde_json::{Value, json};
 
 use super::{State, WriteOpts, from_view};
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError, invalid_error};
 use crate::json::{finalizers, meta_str, normalize, now, uuid};
 use crate::kinds::{self, Kind};
 use crate::schema;
 use crate::ssa::{self, Scope};
+use crate::validation;
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     (0..5)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
-}
-
-fn is_dns_label(s: &str) -> bool {
-    s.len() <= 63 && !s.contains('.') && is_dns_subdomain(s)
 }
 
 impl State {
@@ -118,7 +103,11 @@ impl State {
                 Some(false) => {}
             }
             body["metadata"]["namespace"] = json!(ns);
+        } else if let Some(m) = body["metadata"].as_object_mut() {
+            // A cluster-scoped object has no namespace, whatever the body says.
+            m.remove("namespace");
         }
+        validation::decode_errors(kind, &body)?;
         if kind.custom && self.crd_terminating(kind) {
             return Err(ApiError::new(
                 405,
@@ -137,31 +126,16 @@ impl State {
                     "Required value: name or generateName is required",
                 ));
             }
+            // Upstream's name generator keeps at most 58 characters of the prefix, so that the generated
+            // name fits in 63.
+            let base: String = prefix.chars().take(58).collect();
             loop {
-                name = format!("{prefix}{}", random_suffix());
+                name = format!("{base}{}", random_suffix());
                 if self.stored(kind, ns, &name).is_none() {
                     break;
                 }
             }
             body["metadata"]["name"] = json!(name);
-        }
-        let valid = if kind.kind == "Namespace" {
-            is_dns_label(&name)
-        } else {
-            is_dns_subdomain(&name)
-        };
-        if !valid {
-            return Err(ApiError::invalid(
-                kind,
-                &name,
-                "metadata.name",
-                &format!(
-                    "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-                ),
-            ));
-        }
-        if self.stored(kind, ns, &name).is_some() {
-            return Err(ApiError::already_exists(kind, &name));
         }
         if kind.kind == "CustomResourceDefinition" {
             kinds::validate_crd(&body).map_err(|m| ApiError::invalid(kind, &name, "spec", &m))?;
@@ -192,11 +166,21 @@ impl State {
         {
             m.remove("status");
         }
+        let mut schema_errs = Vec::new();
         if kind.custom {
-            let w = schema::admit(kind, &mut body, None, false, opts.field_validation)?;
+            let (w, e) = schema::admit(kind, &mut body, None, false, opts.field_validation)?;
             self.warnings.extend(w);
+            schema_errs = e;
         }
         self.defaults(kind, &mut body, None);
+        let mut errs = validation::validate(kind, &body, None, false);
+        errs.extend(schema_errs);
+        if !errs.is_empty() {
+            return Err(invalid_error(kind, &name, &errs));
+        }
+        if self.stored(kind, ns, &name).is_some() {
+            return Err(ApiError::already_exists(kind, &name));
+        }
         if kind.kind == "CustomResourceDefinition" {
             body["status"] = kinds::crd_status(&body, &now);
         }
@@ -249,6 +233,7 @@ impl State {
             ));
         }
         self.check_identity(kind, &new, ns)?;
+        validation::decode_errors(kind, &new)?;
         let body_name = meta_str(&new, "name");
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
@@ -318,17 +303,29 @@ impl State {
         }
         if old["metadata"]["deletionTimestamp"].is_string() {
             let before = finalizers(&old);
-            if finalizers(&new).iter().any(|f| !before.contains(f)) {
-                return Err(ApiError::invalid(
+            let mut added: Vec<String> = finalizers(&new)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
+            if !added.is_empty() {
+                added.sort();
+                added.dedup();
+                return Err(invalid_error(
                     kind,
                     name,
-                    "metadata.finalizers",
-                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                    &[FieldError::forbidden(
+                        "metadata.finalizers",
+                        &format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                            validation::go_strings(&added)
+                        ),
+                    )],
                 ));
             }
         }
+        let mut schema_errs = Vec::new();
         if kind.custom {
-            let w = schema::admit(
+            let (w, e) = schema::admit(
                 kind,
                 &mut new,
                 Some(&old),
@@ -336,8 +333,14 @@ impl State {
                 opts.field_validation,
             )?;
             self.warnings.extend(w);
+            schema_errs = e;
         }
         self.defaults(kind, &mut new, Some(&old));
+        let mut errs = validation::validate(kind, &new, Some(&old), scope == Scope::StatusOnly);
+        errs.extend(schema_errs);
+        if !errs.is_empty() {
+            return Err(invalid_error(kind, name, &errs));
+        }
         if kind.kind == "CustomResourceDefinition" {
             kinds::validate_crd(&new).map_err(|m| ApiError::invalid(kind, name, "spec", &m))?;
             new["status"] = kinds::crd_status(&new, &now());
