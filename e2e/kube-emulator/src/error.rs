@@ -16,6 +16,8 @@ pub struct ApiError {
     pub message: String,
     /// `details` object (may be null).
     pub details: Value,
+    /// `metadata.continue` of the Status (a 410 for an expired continue token carries a fresh one).
+    pub list_continue: Option<String>,
 }
 
 impl ApiError {
@@ -26,6 +28,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: Value::Null,
+            list_continue: None,
         }
     }
 
@@ -112,6 +115,9 @@ impl ApiError {
         });
         if !self.details.is_null() {
             v["details"] = self.details.clone();
+        }
+        if let Some(c) = &self.list_continue {
+            v["metadata"]["continue"] = json!(c);
         }
         v
     }

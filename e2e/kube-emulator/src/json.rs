@@ -80,3 +80,251 @@ pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Keys of `metav1.Time` fields in the built-in kinds the emulator serves (conditions, statuses, events).
+const TIME_KEYS: &[&str] = &[
+    "creationTimestamp",
+    "deletionTimestamp",
+    "lastTransitionTime",
+    "lastUpdateTime",
+    "lastProbeTime",
+    "lastHeartbeatTime",
+    "startTime",
+    "completionTime",
+    "startedAt",
+    "finishedAt",
+    "firstTimestamp",
+    "lastTimestamp",
+    "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp",
+    "lastScheduleTime",
+    "lastSuccessfulTime",
+];
+/// Keys of `metav1.MicroTime` fields (Events, Leases).
+const MICRO_TIME_KEYS: &[&str] = &["eventTime", "lastObservedTime", "acquireTime", "renewTime"];
+
+const RFC3339: &str = "2006-01-02T15:04:05Z07:00";
+const RFC3339_MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Rewrites the `metav1.Time` and `MicroTime` strings of `obj` the way the API server's Go types
+/// serialise them: UTC with `Z`, whole seconds for Time, six fractional digits for MicroTime
+/// (`2026-01-01T12:00:00+02:00` → `2026-01-01T10:00:00Z`). `builtin` selects the typed fields of built-in
+/// kinds; custom resources only have their metadata times rewritten. A value that does not parse is an
+/// error with Go's `time.Parse` message, which the caller reports as a 400.
+pub(crate) fn normalize_times(obj: &mut Value, builtin: bool) -> Result<(), String> {
+    if let Some(fields) = obj
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("managedFields"))
+        .and_then(Value::as_array_mut)
+    {
+        for f in fields {
+            if let Some(t) = f.get_mut("time") {
+                time_value(t, false)?;
+            }
+        }
+    }
+    if builtin {
+        walk_times(obj)
+    } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["creationTimestamp", "deletionTimestamp"] {
+            if let Some(t) = m.get_mut(k) {
+                time_value(t, false)?;
+            }
+        }
+        Ok(())
+    } else {
+        Ok(())
+    }
+}
+
+fn walk_times(v: &mut Value) -> Result<(), String> {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                if matches!(
+                    k.as_str(),
+                    "labels" | "annotations" | "data" | "stringData" | "binaryData"
+                ) {
+                    continue;
+                }
+                if child.is_string() {
+                    if TIME_KEYS.contains(&k.as_str()) {
+                        time_value(child, false)?;
+                    } else if MICRO_TIME_KEYS.contains(&k.as_str()) {
+                        time_value(child, true)?;
+                    }
+                } else {
+                    walk_times(child)?;
+                }
+            }
+            Ok(())
+        }
+        Value::Array(a) => a.iter_mut().try_for_each(walk_times),
+        _ => Ok(()),
+    }
+}
+
+fn time_value(v: &mut Value, micro: bool) -> Result<(), String> {
+    let Some(s) = v.as_str() else {
+        return Ok(());
+    };
+    let t = parse_go_time(s, micro)?;
+    let utc = t.with_timezone(&chrono::Utc);
+    *v = Value::String(if micro {
+        utc.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    } else {
+        utc.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    });
+    Ok(())
+}
+
+/// Parses like Go's `time.Parse(RFC3339 | RFC3339Micro, s)` and fails with its message. RFC3339 accepts any
+/// fraction; the MicroTime layout wants exactly six digits.
+fn parse_go_time(s: &str, micro: bool) -> Result<chrono::DateTime<chrono::FixedOffset>, String> {
+    let layout = if micro { RFC3339_MICRO } else { RFC3339 };
+    let err = |rest: &str, elem: &str| {
+        format!(
+            "parsing time {} as {}: cannot parse {} as {}",
+            quote(s),
+            quote(layout),
+            quote(rest),
+            quote(elem)
+        )
+    };
+    let b = s.as_bytes();
+    let mut i = 0;
+    let num = |i: &mut usize, n: usize, elem: &str| -> Result<u32, String> {
+        let part = b
+            .get(*i..*i + n)
+            .filter(|p| p.iter().all(u8::is_ascii_digit));
+        match part {
+            Some(p) => {
+                *i += n;
+                Ok(std::str::from_utf8(p).unwrap_or("0").parse().unwrap_or(0))
+            }
+            None => Err(err(&s[*i..], elem)),
+        }
+    };
+    let lit = |i: &mut usize, c: u8, elem: &str| -> Result<(), String> {
+        if b.get(*i) == Some(&c) {
+            *i += 1;
+            Ok(())
+        } else {
+            Err(err(&s[*i..], elem))
+        }
+    };
+    let year = num(&mut i, 4, "2006")?;
+    lit(&mut i, b'-', "-")?;
+    let month = num(&mut i, 2, "01")?;
+    lit(&mut i, b'-', "-")?;
+    let day = num(&mut i, 2, "02")?;
+    lit(&mut i, b'T', "T")?;
+    let hour = num(&mut i, 2, "15")?;
+    lit(&mut i, b':', ":")?;
+    let min = num(&mut i, 2, "04")?;
+    lit(&mut i, b':', ":")?;
+    let sec = num(&mut i, 2, "05")?;
+    let mut nanos = 0u32;
+    if micro {
+        lit(&mut i, b'.', ".000000")?;
+        let start = i;
+        let f = num(&mut i, 6, ".000000").map_err(|_| err(&s[start - 1..], ".000000"))?;
+        nanos = f * 1000;
+    } else if b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let digits = &s[start..i.min(start + 9)];
+        nanos = format!("{digits:0<9}").parse().unwrap_or(0);
+    }
+    let offset = match b.get(i) {
+        Some(b'Z') => {
+            i += 1;
+            0
+        }
+        Some(&c @ (b'+' | b'-')) => {
+            let zone = &s[i..];
+            i += 1;
+            let h = num(&mut i, 2, "Z07:00").map_err(|_| err(zone, "Z07:00"))?;
+            lit(&mut i, b':', "Z07:00").map_err(|_| err(zone, "Z07:00"))?;
+            let m = num(&mut i, 2, "Z07:00").map_err(|_| err(zone, "Z07:00"))?;
+            let secs = (h * 3600 + m * 60) as i32;
+            if c == b'-' { -secs } else { secs }
+        }
+        _ => return Err(err(&s[i..], "Z07:00")),
+    };
+    if i != b.len() {
+        return Err(format!(
+            "parsing time {}: extra text: {}",
+            quote(s),
+            quote(&s[i..])
+        ));
+    }
+    let range = |what: &str| format!("parsing time {}: {what} out of range", quote(s));
+    if !(1..=12).contains(&month) {
+        return Err(range("month"));
+    }
+    let date =
+        chrono::NaiveDate::from_ymd_opt(year as i32, month, day).ok_or_else(|| range("day"))?;
+    if hour > 23 {
+        return Err(range("hour"));
+    }
+    if min > 59 {
+        return Err(range("minute"));
+    }
+    if sec > 59 {
+        return Err(range("second"));
+    }
+    let tz = chrono::FixedOffset::east_opt(offset).ok_or_else(|| range("time zone offset"))?;
+    let naive = date
+        .and_hms_nano_opt(hour, min, sec, nanos)
+        .ok_or_else(|| range("second"))?;
+    naive
+        .and_local_timezone(tz)
+        .single()
+        .ok_or_else(|| range("time"))
+}
+
+fn quote(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_come_back_in_utc_with_z() {
+        let mut obj = json!({"metadata": {"name": "l"}, "spec": {
+            "acquireTime": "2026-01-01T12:00:00.500000+02:00", "renewTime": "2026-01-01T10:00:00.123456+00:00"},
+            "status": {"conditions": [{"lastTransitionTime": "2026-01-01T10:00:00.9+00:00"}]},
+            "data": {"startTime": "not a time"}});
+        normalize_times(&mut obj, true).unwrap();
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "l"}, "spec": {
+                "acquireTime": "2026-01-01T10:00:00.500000Z", "renewTime": "2026-01-01T10:00:00.123456Z"},
+                "status": {"conditions": [{"lastTransitionTime": "2026-01-01T10:00:00Z"}]},
+                "data": {"startTime": "not a time"}})
+        );
+    }
+
+    #[test]
+    fn go_parse_errors() {
+        assert_eq!(
+            parse_go_time("2026-01-01T10:00:00Z", true).unwrap_err(),
+            r#"parsing time "2026-01-01T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000""#
+        );
+        assert_eq!(
+            parse_go_time("yesterday", false).unwrap_err(),
+            r#"parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006""#
+        );
+        assert_eq!(
+            parse_go_time("2026-13-01T10:00:00Z", false).unwrap_err(),
+            r#"parsing time "2026-13-01T10:00:00Z": month out of range"#
+        );
+    }
+}

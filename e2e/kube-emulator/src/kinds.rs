@@ -60,6 +60,8 @@ pub(crate) struct Kind {
     pub(crate) schema: Option<Value>,
     /// Is this the preferred (storage) version of its group for discovery ordering.
     pub(crate) preferred: bool,
+    /// The CRD version's `selectableFields` (`spec.color`), usable in field selectors.
+    pub(crate) selectable_fields: Vec<String>,
 }
 
 impl Kind {
@@ -135,6 +137,7 @@ fn builtin(
         printer_columns: Vec::new(),
         schema: None,
         preferred: true,
+        selectable_fields: Vec::new(),
     }
 }
 
@@ -330,6 +333,15 @@ pub(crate) fn from_crd(crd: &Value) -> Vec<Kind> {
             printer_columns,
             schema: ver["schema"].get("openAPIV3Schema").cloned(),
             preferred: ver["storage"].as_bool() == Some(true),
+            selectable_fields: ver["selectableFields"]
+                .as_array()
+                .map(|fs| {
+                    fs.iter()
+                        .filter_map(|f| f["jsonPath"].as_str())
+                        .map(|p| p.trim_start_matches('.').to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
     out

@@ -28,7 +28,8 @@ const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
@@ -137,7 +138,11 @@ fn qualified_name(v: &str) -> Vec<String> {
         _ => {
             return vec![format!(
                 "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+                regex_error(
+                    QUALIFIED_NAME_MSG,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
             )];
         }
     };
@@ -149,7 +154,11 @@ fn qualified_name(v: &str) -> Vec<String> {
     if !QUALIFIED_NAME.is_match(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                QUALIFIED_NAME_MSG,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -243,7 +252,13 @@ pub(crate) fn go_string_map(m: Option<&Map<String, Value>>) -> String {
     keys.sort();
     let body: Vec<String> = keys
         .iter()
-        .map(|k| format!("{}:{}", go_quote(k), go_quote(m[*k].as_str().unwrap_or_default())))
+        .map(|k| {
+            format!(
+                "{}:{}",
+                go_quote(k),
+                go_quote(m[*k].as_str().unwrap_or_default())
+            )
+        })
         .collect();
     format!("map[string]string{{{}}}", body.join(", "))
 }
@@ -256,7 +271,11 @@ pub(crate) fn go_strings<S: AsRef<str>>(v: &[S]) -> String {
 
 fn strings_of(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -404,7 +423,11 @@ fn data_keys(obj: &Value, field: &str, errs: &mut Vec<FieldError>) -> usize {
     if let Some(m) = obj[field].as_object() {
         for (k, v) in sorted_entries(m) {
             for msg in config_map_key(k) {
-                errs.push(FieldError::invalid(format!("{field}[{k}]"), &go_quote(k), &msg));
+                errs.push(FieldError::invalid(
+                    format!("{field}[{k}]"),
+                    &go_quote(k),
+                    &msg,
+                ));
             }
             size += v.as_str().map(str::len).unwrap_or_default();
         }
@@ -460,16 +483,15 @@ fn secret(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
     let has = |k: &str| obj["data"].get(k).is_some();
     let required = |k: &str| FieldError::required(format!("data[{k}]"), "");
     match obj["type"].as_str().unwrap_or_default() {
-        "kubernetes.io/service-account-token" => {
+        "kubernetes.io/service-account-token"
             if obj["metadata"]["annotations"]["kubernetes.io/service-account.name"]
                 .as_str()
-                .is_none_or(str::is_empty)
-            {
-                errs.push(FieldError::required(
-                    "metadata.annotations[kubernetes.io/service-account.name]",
-                    "",
-                ));
-            }
+                .is_none_or(str::is_empty) =>
+        {
+            errs.push(FieldError::required(
+                "metadata.annotations[kubernetes.io/service-account.name]",
+                "",
+            ));
         }
         "kubernetes.io/dockercfg" if !has(".dockercfg") => errs.push(required(".dockercfg")),
         "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => {
@@ -587,7 +609,11 @@ fn template_selected(spec: &Value, errs: &mut Vec<FieldError>) {
 fn pod_template(spec: &Value, errs: &mut Vec<FieldError>) {
     let t = &spec["template"];
     labels(&t["metadata"]["labels"], "spec.template.labels", errs);
-    annotations(&t["metadata"]["annotations"], "spec.template.annotations", errs);
+    annotations(
+        &t["metadata"]["annotations"],
+        "spec.template.annotations",
+        errs,
+    );
     pod_spec(&t["spec"], "spec.template.spec", errs);
 }
 
@@ -668,7 +694,11 @@ fn pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
                 errs.push(FieldError::required(format!("{p}.name"), ""));
             } else {
                 for msg in dns1123_label(name) {
-                    errs.push(FieldError::invalid(format!("{p}.name"), &go_quote(name), &msg));
+                    errs.push(FieldError::invalid(
+                        format!("{p}.name"),
+                        &go_quote(name),
+                        &msg,
+                    ));
                 }
                 if !names.insert(name.to_string()) {
                     errs.push(FieldError::duplicate(format!("{p}.name"), &go_quote(name)));
@@ -689,16 +719,25 @@ fn pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// Errors kube-apiserver reports while decoding the body into the kind's Go type (400 BadRequest, before any
-/// validation): Secret `data` values that are not base64, and non-string ConfigMap/Secret data values.
-pub(crate) fn decode_errors(kind: &Kind, obj: &Value) -> Result<(), ApiError> {
-    let decode_error = |detail: String| {
-        ApiError::bad_request(format!(
-            "{k} in version \"{v}\" cannot be handled as a {k}: {detail}",
-            k = kind.kind,
-            v = kind.version
-        ))
-    };
+/// What kube-apiserver does while decoding the body into the kind's Go type, before any validation:
+/// `metav1.Time`/`MicroTime` values are rewritten as the Go types serialise them, and values the Go type
+/// cannot hold are a 400 BadRequest (a time that does not parse, Secret `data` that is not base64,
+/// non-string ConfigMap/Secret data values).
+pub(crate) fn decode(kind: &Kind, obj: &mut Value) -> Result<(), ApiError> {
+    crate::json::normalize_times(obj, !kind.custom).map_err(|e| decode_error(kind, e))?;
+    decode_errors(kind, obj)
+}
+
+fn decode_error(kind: &Kind, detail: String) -> ApiError {
+    ApiError::bad_request(format!(
+        "{k} in version \"{v}\" cannot be handled as a {k}: {detail}",
+        k = kind.kind,
+        v = kind.version
+    ))
+}
+
+fn decode_errors(kind: &Kind, obj: &Value) -> Result<(), ApiError> {
+    let decode_error = |detail: String| decode_error(kind, detail);
     if kind.custom || !kind.group.is_empty() {
         return Ok(());
     }
@@ -729,7 +768,9 @@ pub(crate) fn decode_errors(kind: &Kind, obj: &Value) -> Result<(), ApiError> {
             };
             let bytes_field = (kind.kind == "Secret" && *f == "data") || *f == "binaryData";
             if bytes_field && let Some(at) = go_base64_error(s.as_bytes()) {
-                return Err(decode_error(format!("illegal base64 data at input byte {at}")));
+                return Err(decode_error(format!(
+                    "illegal base64 data at input byte {at}"
+                )));
             }
         }
     }
@@ -869,7 +910,8 @@ mod tests {
         let sel = json!({"matchLabels": {"app": "web"},
             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]}]});
         assert_eq!(selector_matches(&sel, &labels), Some(true));
-        let sel = json!({"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["x"]}]});
+        let sel =
+            json!({"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["x"]}]});
         assert_eq!(selector_matches(&sel, &labels), None);
         assert_eq!(
             go_string_map(labels.as_object()),

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use super::route::Target;
 use crate::error::ApiError;
-use crate::kinds::Kind;
 use crate::patch;
 use crate::ssa::{self, Scope};
 use crate::store::{State, WriteOpts};
@@ -110,7 +109,7 @@ pub(super) fn patch_request(
                 }
                 let mut created =
                     ssa::apply(kind, &json!({}), &patch, manager, force, Scope::All, &now)
-                        .map_err(|c| conflict_error(kind, name, c))?;
+                        .map_err(conflict_error)?;
                 if let Some(rv) = patch["metadata"]["resourceVersion"]
                     .as_str()
                     .filter(|s| !s.is_empty())
@@ -141,7 +140,7 @@ pub(super) fn patch_request(
                     )));
                 }
                 let new = ssa::apply(kind, &old, &patch, manager, force, scope, &now)
-                    .map_err(|c| conflict_error(kind, name, c))?;
+                    .map_err(conflict_error)?;
                 let obj = st.write(kind, ns, name, old, new, scope, &opts, false, true)?;
                 Ok((200, obj))
             }
@@ -165,32 +164,34 @@ pub(super) fn patch_request(
     Ok((200, obj))
 }
 
-pub(super) fn conflict_error(kind: &Kind, name: &str, c: ssa::Conflicts) -> ApiError {
-    // upstream fieldmanager/internal/conflict.go `getConflictMessage`: one conflict on one line, several
-    // grouped by manager (managers sorted), one "- path" line each.
+pub(super) fn conflict_error(c: ssa::Conflicts) -> ApiError {
+    // upstream fieldmanager `NewConflictError`: one conflict on one line; several grouped by manager (sorted
+    // by the manager's identifier) under "conflicts with <manager>:", one "- path" line each. The details
+    // carry only the causes, one `FieldManagerConflict` per field.
     let n = c.0.len();
     let message = if n == 1 {
-        format!("Apply failed with 1 conflict: {}: {}", c.0[0].0, c.0[0].1)
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.0[0].manager, c.0[0].path
+        )
     } else {
-        let mut managers: Vec<&String> = c.0.iter().map(|(m, _)| m).collect();
-        managers.sort();
-        managers.dedup();
+        let mut ids: Vec<&String> = c.0.iter().map(|x| &x.id).collect();
+        ids.sort();
+        ids.dedup();
         let mut lines = Vec::new();
-        for m in managers {
-            lines.push(m.clone());
-            lines.extend(
-                c.0.iter()
-                    .filter(|(o, _)| o == m)
-                    .map(|(_, f)| format!("- {f}")),
-            );
+        for id in ids {
+            let of: Vec<&ssa::Conflict> = c.0.iter().filter(|x| &x.id == id).collect();
+            lines.push(format!("conflicts with {}:", of[0].manager));
+            lines.extend(of.iter().map(|x| format!("- {}", x.path)));
         }
         format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
     };
     let causes: Vec<Value> =
         c.0.iter()
-            .map(|(m, f)| json!({"type": "FieldManagerConflict", "message": m, "field": f}))
+            .map(|x| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", x.manager),
+                    "field": x.path})
+            })
             .collect();
-    let mut d = crate::error::details(kind, name);
-    d["causes"] = json!(causes);
-    ApiError::new(409, "Conflict", message).with_details(d)
+    ApiError::new(409, "Conflict", message).with_details(json!({"causes": causes}))
 }

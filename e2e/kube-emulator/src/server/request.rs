@@ -10,10 +10,10 @@ use http::{HeaderMap, header};
 use serde_json::Value;
 
 use super::route::Target;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError, invalid_for};
 use crate::kinds::Kind;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::DeleteOpts;
+use crate::store::{DeleteOpts, ListOpts};
 use crate::table::Include;
 
 /// What a request asks for in its Accept header.
@@ -112,14 +112,34 @@ pub(super) fn manager(q: &HashMap<String, String>, headers: &HeaderMap) -> Strin
         .to_string()
 }
 
-pub(super) fn dry_run(q: &HashMap<String, String>) -> Result<bool, ApiError> {
+/// `dryRun`: only `All` is supported; anything else is a 422 about the verb's options object
+/// (`CreateOptions`, `UpdateOptions`, `PatchOptions`, `DeleteOptions`), as upstream's `ValidateDryRun`.
+pub(super) fn dry_run(q: &HashMap<String, String>, verb: &str) -> Result<bool, ApiError> {
     match q.get("dryRun").map(String::as_str) {
-        None | Some("") => Ok(false),
+        None => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "Invalid dry run value: {other}; supported values: [All]"
-        ))),
+        Some(other) => Err(dry_run_error(&[other], verb)),
     }
+}
+
+/// The 422 for unsupported `dryRun` values.
+pub(super) fn dry_run_error(values: &[&str], verb: &str) -> ApiError {
+    let options = match verb {
+        "create" => "CreateOptions",
+        "update" => "UpdateOptions",
+        "patch" => "PatchOptions",
+        _ => "DeleteOptions",
+    };
+    invalid_for(
+        "meta.k8s.io",
+        options,
+        "",
+        &[FieldError::not_supported(
+            "dryRun",
+            &crate::validation::go_strings(values),
+            &["All"],
+        )],
+    )
 }
 
 pub(super) fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
@@ -170,7 +190,7 @@ pub(super) fn selectors(
         }
         fs.push_str(&format!("metadata.name={name}"));
     }
-    let fields = FieldSelector::parse(&fs, &kind.kind).map_err(ApiError::bad_request)?;
+    let fields = FieldSelector::parse(&fs, kind).map_err(ApiError::bad_request)?;
     Ok((labels, fields))
 }
 
@@ -185,10 +205,14 @@ pub(super) fn delete_opts(
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
-    let dry = dry
-        || b["dryRun"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x == "All"));
+    let body_dry: Vec<&str> = b["dryRun"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if body_dry.iter().any(|d| *d != "All") {
+        return Err(dry_run_error(&body_dry, "delete"));
+    }
+    let dry = dry || !body_dry.is_empty();
     Ok(DeleteOpts {
         dry_run: dry,
         uid: b["preconditions"]["uid"].as_str().map(str::to_string),
@@ -205,4 +229,46 @@ pub(super) fn delete_opts(
 
 pub(super) fn bool_q(q: &HashMap<String, String>, k: &str) -> bool {
     q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// `limit`, `continue`, `resourceVersion` and `resourceVersionMatch` of a list. As upstream's watch cache,
+/// `resourceVersion=0` serves the whole current list whatever the limit; `continue` excludes an explicit
+/// resourceVersion.
+pub(super) fn list_opts(q: &HashMap<String, String>) -> Result<ListOpts<'_>, ApiError> {
+    let rv = q
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or_default();
+    let limit = match q.get("limit").filter(|l| !l.is_empty()) {
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?
+            .max(0) as usize,
+        None => 0,
+    };
+    let continue_token = q
+        .get("continue")
+        .map(String::as_str)
+        .filter(|c| !c.is_empty());
+    if continue_token.is_some() && !rv.is_empty() && rv != "0" {
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    let exact = match q.get("resourceVersionMatch").map(String::as_str) {
+        Some("Exact") => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
+        _ => None,
+    };
+    Ok(ListOpts {
+        limit: if rv == "0" && continue_token.is_none() {
+            0
+        } else {
+            limit
+        },
+        continue_token,
+        exact,
+    })
 }

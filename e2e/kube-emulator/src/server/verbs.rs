@@ -10,8 +10,8 @@ use http::{HeaderMap, Method};
 use serde_json::{Value, json};
 
 use super::request::{
-    Want, delete_opts, dry_run, error_response, include, json_response, manager, negotiate,
-    parse_body, selectors, with_warnings,
+    Want, delete_opts, dry_run, error_response, include, json_response, list_opts, manager,
+    negotiate, parse_body, selectors, with_warnings,
 };
 use super::route::Target;
 use super::{logs, patching, watch};
@@ -97,7 +97,7 @@ pub(super) fn verb_request(
         Some(_) => return Err(ApiError::no_route()),
     };
     let opts = WriteOpts {
-        dry_run: dry_run(q)?,
+        dry_run: dry_run(q, verb)?,
         manager: manager(q, headers),
         field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str))?,
     };
@@ -110,16 +110,26 @@ pub(super) fn verb_request(
         }
         "list" => {
             let (labels, fields) = selectors(kind, t, q)?;
-            let items = st.list(kind, ns, &labels, &fields);
-            let rv = st.rv.to_string();
-            let v = match want {
+            let page = st.list_page(kind, ns, &labels, &fields, &list_opts(q)?)?;
+            let rv = page.resource_version.to_string();
+            let mut meta = json!({"resourceVersion": rv});
+            if let Some(c) = &page.continue_token {
+                meta["continue"] = json!(c);
+            }
+            if let Some(n) = page.remaining {
+                meta["remainingItemCount"] = json!(n);
+            }
+            let items = page.items;
+            let mut v = match want {
                 Want::Table => table::table(kind, &items, &rv, include(q), true),
                 Want::Partial | Want::PartialList => json!({"kind": "PartialObjectMetadataList",
-                    "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+                    "apiVersion": "meta.k8s.io/v1",
                     "items": items.iter().map(table::partial).collect::<Vec<_>>()}),
-                _ => json!({"kind": kind.list_kind, "apiVersion": kind.api_version(),
-                    "metadata": {"resourceVersion": rv}, "items": items}),
+                _ => {
+                    json!({"kind": kind.list_kind, "apiVersion": kind.api_version(), "items": items})
+                }
             };
+            v["metadata"] = meta;
             Ok((200, v))
         }
         "create" => {

@@ -120,8 +120,11 @@ impl State {
                     spec["parallelism"] = json!(1);
                 }
                 if spec["backoffLimit"].is_null() {
-                    spec["backoffLimit"] =
-                        json!(if spec["backoffLimitPerIndex"].is_null() { 6 } else { i32::MAX });
+                    spec["backoffLimit"] = json!(if spec["backoffLimitPerIndex"].is_null() {
+                        6
+                    } else {
+                        i32::MAX
+                    });
                 }
                 if spec["completionMode"].is_null() {
                     spec["completionMode"] = json!("NonIndexed");
@@ -140,7 +143,9 @@ impl State {
                 // A Job with no labels of its own takes its pod template's (before the generated ones).
                 let template_labels = obj["spec"]["template"]["metadata"]["labels"].clone();
                 if template_labels.is_object()
-                    && obj["metadata"]["labels"].as_object().is_none_or(|m| m.is_empty())
+                    && obj["metadata"]["labels"]
+                        .as_object()
+                        .is_none_or(|m| m.is_empty())
                 {
                     obj["metadata"]["labels"] = template_labels;
                 }

@@ -18,6 +18,7 @@ mod defaults;
 mod delete;
 mod history;
 mod kubelet;
+mod list;
 mod view;
 mod write;
 
@@ -34,6 +35,7 @@ use crate::schema::FieldValidation;
 use crate::selector::{FieldSelector, LabelSelector};
 
 pub(crate) use history::Event;
+pub(crate) use list::ListOpts;
 pub(crate) use view::{from_view, to_view};
 
 /// Per-request options shared by the write verbs.

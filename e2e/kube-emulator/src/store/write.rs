@@ -107,7 +107,7 @@ impl State {
             // A cluster-scoped object has no namespace, whatever the body says.
             m.remove("namespace");
         }
-        validation::decode_errors(kind, &body)?;
+        validation::decode(kind, &mut body)?;
         if kind.custom && self.crd_terminating(kind) {
             return Err(ApiError::new(
                 405,
@@ -233,7 +233,7 @@ impl State {
             ));
         }
         self.check_identity(kind, &new, ns)?;
-        validation::decode_errors(kind, &new)?;
+        validation::decode(kind, &mut new)?;
         let body_name = meta_str(&new, "name");
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
@@ -357,7 +357,12 @@ impl State {
                 }
                 v
             };
-            if strip(&old) != strip(&new) {
+            // The Deployment strategy also counts annotation changes, because the controller copies
+            // annotations to the ReplicaSets it creates.
+            let annotations_changed = kind.kind == "Deployment"
+                && kind.group == "apps"
+                && old["metadata"]["annotations"] != new["metadata"]["annotations"];
+            if strip(&old) != strip(&new) || annotations_changed {
                 let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
                 new["metadata"]["generation"] = json!(g + 1);
             }
