@@ -195,7 +195,7 @@ impl FieldSelector {
             .copied()
             .chain(kind.selectable_fields.iter().map(String::as_str))
             .collect();
-        let namespace_ok = !(kind.custom && !kind.namespaced);
+        let namespace_ok = !kind.custom || kind.namespaced;
         let mut out = Vec::new();
         for part in split_top(s) {
             let (k, neg, v) = if let Some((k, v)) = part.split_once("!=") {
