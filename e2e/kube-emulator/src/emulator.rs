@@ -168,6 +168,7 @@ impl Emulator {
             shutdown,
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
+            openapi: Mutex::new(crate::openapi::Cache::default()),
         });
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;

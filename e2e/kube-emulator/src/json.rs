@@ -291,6 +291,49 @@ fn quote(s: &str) -> String {
     Value::String(s.to_string()).to_string()
 }
 
+/// Human age like kubectl's `HumanDuration`.
+pub(crate) fn age(ts: &str) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
+        return "<invalid>".into();
+    };
+    human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
+}
+
+/// apimachinery's `duration.HumanDuration` of a number of seconds.
+pub(crate) fn human_duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    if secs < 120 {
+        format!("{secs}s")
+    } else if m < 10 {
+        if secs % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", secs % 60)
+        }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if d < 8 {
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +353,14 @@ mod tests {
                 "status": {"conditions": [{"lastTransitionTime": "2026-01-01T10:00:00Z"}]},
                 "data": {"startTime": "not a time"}})
         );
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(age("bad"), "<invalid>");
+        let t = (chrono::Utc::now() - chrono::Duration::hours(50)).to_rfc3339();
+        assert_eq!(age(&t), "2d2h");
+        assert_eq!(human_duration(90), "90s");
     }
 
     #[test]

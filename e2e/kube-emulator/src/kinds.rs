@@ -62,6 +62,8 @@ pub(crate) struct Kind {
     pub(crate) preferred: bool,
     /// The CRD version's `selectableFields` (`spec.color`), usable in field selectors.
     pub(crate) selectable_fields: Vec<String>,
+    /// The serving CRD's `metadata.generation` (0 for built-ins): derived documents are cached by it.
+    pub(crate) source_generation: i64,
 }
 
 impl Kind {
@@ -138,6 +140,7 @@ fn builtin(
         schema: None,
         preferred: true,
         selectable_fields: Vec::new(),
+        source_generation: 0,
     }
 }
 
@@ -342,6 +345,7 @@ pub(crate) fn from_crd(crd: &Value) -> Vec<Kind> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            source_generation: crd["metadata"]["generation"].as_i64().unwrap_or(0),
         });
     }
     out

@@ -16,8 +16,8 @@
 //! never list a group-version that cannot be served.
 //!
 //! Module layers (each depends only on layers above it, so there are no module cycles):
-//! `json`, `kinds`, `selector` (leaves) → `error`, `schema`, `patch`, `ssa`, `table`, `discovery`,
-//! `protobuf` → `store` → `admin`, `shared` (the state behind the HTTP server and the controllers) →
+//! `json`, `kinds` (leaves) → `selector`, `error`, `printers`, `openapi` → `schema`, `validation`,
+//! `patch`, `ssa`, `table`, `discovery`, `protobuf` → `store` → `admin`, `shared` (the state behind the HTTP server and the controllers) →
 //! `server`, `controllers` → `emulator` → `cli`.
 //!
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
@@ -30,7 +30,9 @@ mod emulator;
 mod error;
 mod json;
 mod kinds;
+mod openapi;
 mod patch;
+mod printers;
 mod protobuf;
 mod schema;
 mod selector;

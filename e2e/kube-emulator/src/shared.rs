@@ -1,5 +1,5 @@
 //! The state shared by the HTTP front end, the bundled controllers and the [`crate::Running`] handle: the
-//! object store and the admin state, each behind its own mutex, plus the signals that wake controllers and
+//! object store, the admin state and the OpenAPI document cache, each behind its own mutex, plus the signals that wake controllers and
 //! end watch streams.
 
 use std::sync::{Mutex, MutexGuard};
@@ -26,12 +26,19 @@ pub(crate) struct Inner {
     pub(crate) bookmark_interval: Duration,
     /// `host:port` the server listens on.
     pub(crate) addr: String,
+    /// OpenAPI documents built so far.
+    pub(crate) openapi: Mutex<crate::openapi::Cache>,
 }
 
 impl Inner {
     /// Locks the object state.
     pub(crate) fn st(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks the OpenAPI document cache.
+    pub(crate) fn openapi(&self) -> MutexGuard<'_, crate::openapi::Cache> {
+        self.openapi.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Locks the admin state (audit log, faults, latency).

@@ -106,9 +106,18 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
     resp
 }
 
+fn raw_response(content_type: &str, body: Body) -> Response {
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(body)
+        .expect("response")
+}
+
 fn meta_request(inner: &Inner, headers: &HeaderMap, r: Route) -> Response {
     let want = negotiate(headers).unwrap_or(Want::Json);
-    let st = inner.st();
+    // A copy of the kinds table, so that building documents does not hold the store's lock.
+    let kinds = inner.st().kinds.clone();
     let agg = |v: Value| {
         Response::builder()
             .status(200)
@@ -126,23 +135,38 @@ fn meta_request(inner: &Inner, headers: &HeaderMap, r: Route) -> Response {
             .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
             .body(Body::from("ok"))
             .expect("response"),
-        Route::Api if want == Want::Aggregated => agg(discovery::aggregated(&st.kinds, true)),
-        Route::Apis if want == Want::Aggregated => agg(discovery::aggregated(&st.kinds, false)),
+        Route::Api if want == Want::Aggregated => agg(discovery::aggregated(&kinds, true)),
+        Route::Apis if want == Want::Aggregated => agg(discovery::aggregated(&kinds, false)),
         Route::Api => json_response(200, &discovery::api_versions(&inner.addr)),
-        Route::Apis => json_response(200, &discovery::api_group_list(&st.kinds)),
-        Route::Group(g) => match discovery::api_group(&st.kinds, &g) {
+        Route::Apis => json_response(200, &discovery::api_group_list(&kinds)),
+        Route::Group(g) => match discovery::api_group(&kinds, &g) {
             Some(v) => json_response(200, &v),
             None => error_response(&ApiError::no_route()),
         },
-        Route::GroupVersion(g, v) => match discovery::resource_list(&st.kinds, &g, &v) {
+        Route::GroupVersion(g, v) => match discovery::resource_list(&kinds, &g, &v) {
             Some(v) => json_response(200, &v),
             None => error_response(&ApiError::no_route()),
         },
-        Route::OpenApiRoot => json_response(200, &discovery::openapi_root(&st.kinds)),
-        Route::OpenApiDoc(g, v) => match discovery::openapi_doc(&st.kinds, &g, &v) {
-            Some(v) => json_response(200, &v),
+        Route::OpenApiRoot => json_response(200, &inner.openapi().root(&kinds)),
+        Route::OpenApiDoc(g, v) => match inner.openapi().v3(&kinds, &g, &v) {
+            Some(doc) => raw_response("application/json", doc.json.clone().into()),
             None => error_response(&ApiError::no_route()),
         },
+        Route::OpenApiV2 => {
+            let doc = inner.openapi().v2(&kinds);
+            let protobuf = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("protobuf"));
+            if protobuf {
+                raw_response(
+                    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    doc.proto.clone().into(),
+                )
+            } else {
+                raw_response("application/json", doc.json.clone().into())
+            }
+        }
         Route::Resource(_) | Route::Admin | Route::NotFound => {
             error_response(&ApiError::no_route())
         }
