@@ -1,4 +1,4 @@
-//! The emulator-only admin API under `/emulator/v1` (S16): a JSONL request audit log, fault injection
+//! The emulator-only admin API under `/emulator/v1`: a JSONL request audit log, fault injection
 //! (forced error codes on chosen verbs/resources at a rate, added latency, dropping every watch), the
 //! `pods/log` text hook and snapshots.
 //!

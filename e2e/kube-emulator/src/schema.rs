@@ -1,4 +1,4 @@
-//! Structural-schema handling for custom resources (spec S5, C4), in the apiserver's order:
+//! Structural-schema handling for custom resources, in the apiserver's order:
 //! prune unknown fields → apply defaults → validate (OpenAPI keywords, then CEL `x-kubernetes-validations`).
 //!
 //! * Pruning drops fields the schema does not declare, unless `x-kubernetes-preserve-unknown-fields`;

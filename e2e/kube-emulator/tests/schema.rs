@@ -1,4 +1,4 @@
-//! Structural schemas of custom resources (S5) and CEL rules (C4), against the project's own CRDs from
+//! Structural schemas of custom resources and CEL rules, against the project's own CRDs from
 //! `deploy/crds`: pruning with `fieldValidation` Strict/Warn/Ignore, OpenAPI validation and CEL transition
 //! rules with upstream's 422 bodies, on the main resource and on `/status`.
 

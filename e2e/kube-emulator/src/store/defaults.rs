@@ -7,7 +7,7 @@ use super::State;
 use crate::kinds::Kind;
 
 impl State {
-    /// Server-side defaulting for the built-in kinds (S8). `old` is the stored view on updates.
+    /// Server-side defaulting for the built-in kinds. `old` is the stored view on updates.
     pub(super) fn defaults(&mut self, kind: &Kind, obj: &mut Value, old: Option<&Value>) {
         if kind.custom {
             return;
