@@ -491,6 +491,14 @@ async fn times_are_normalised_to_utc_with_z() {
     )
     .await;
     assert_eq!(code, 201);
+    // The pod spec gets upstream's defaults.
+    assert_eq!(
+        body["spec"],
+        json!({"containers": [{"name": "c", "image": "i:1", "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+            "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "restartPolicy": "Always",
+            "schedulerName": "default-scheduler", "securityContext": {}, "terminationGracePeriodSeconds": 30})
+    );
     let (code, _, body) = raw(
         &client,
         "PATCH",
