@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{State, WriteOpts, from_view};
-use crate::error::{ApiError, FieldError, invalid_error};
+use crate::error::{ApiError, FieldError, details, invalid_error};
 use crate::json::{finalizers, meta_str, normalize, now, uuid};
 use crate::kinds::{self, Kind};
 use crate::schema;
@@ -92,13 +92,23 @@ impl State {
                     .with_details(json!({"name": ns, "kind": "namespaces"})));
                 }
                 Some(true) => {
+                    // The NamespaceLifecycle admission plugin: a Forbidden about the resource, with the
+                    // NamespaceTerminating cause.
+                    let name = meta_str(&body, "name");
+                    let subject = if name.is_empty() {
+                        kind.qualified()
+                    } else {
+                        format!("{} \"{name}\"", kind.qualified())
+                    };
+                    let mut d = details(kind, name);
+                    d["causes"] = json!([{"reason": "NamespaceTerminating",
+                        "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]);
                     return Err(ApiError::new(
                         403,
                         "Forbidden",
-                        format!("unable to create new content in namespace {ns} because it is being terminated"),
+                        format!("{subject} is forbidden: unable to create new content in namespace {ns} because it is being terminated"),
                     )
-                    .with_details(json!({"name": body["metadata"]["name"], "group": kind.group, "kind": kind.plural,
-                        "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]})));
+                    .with_details(d));
                 }
                 Some(false) => {}
             }
