@@ -483,38 +483,3 @@ pub(crate) fn crd_status(crd: &Value, now: &str) -> Value {
         ]
     })
 }
-
-/// Validates a CRD body; returns a message for a 422 on failure.
-pub(crate) fn validate_crd(crd: &Value) -> Result<(), String> {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or_default();
-    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
-    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
-    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-    if group.is_empty() || plural.is_empty() || kind.is_empty() {
-        return Err("spec.group, spec.names.plural and spec.names.kind are required".into());
-    }
-    if name != format!("{plural}.{group}") {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        ));
-    }
-    let storage = spec["versions"]
-        .as_array()
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v["storage"].as_bool() == Some(true))
-                .count()
-        })
-        .unwrap_or(0);
-    if storage != 1 {
-        return Err(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        );
-    }
-    match spec["scope"].as_str() {
-        Some("Namespaced") | Some("Cluster") => Ok(()),
-        _ => Err("spec.scope: Unsupported value: must be Namespaced or Cluster".into()),
-    }
-}

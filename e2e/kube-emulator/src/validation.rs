@@ -413,6 +413,7 @@ pub(crate) fn validate(
         ("", "Pod") => pod_spec(&obj["spec"], "spec", &mut errs),
         ("apps", "Deployment") => deployment(obj, &mut errs),
         ("batch", "Job") => job(obj, &mut errs),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(obj, &mut errs),
         _ => {}
     }
     errs
@@ -675,6 +676,54 @@ fn job(obj: &Value, errs: &mut Vec<FieldError>) {
             "spec.template.spec.restartPolicy",
             &go_quote(policy),
             &["OnFailure", "Never"],
+        ));
+    }
+}
+
+/// The CRD rules the emulator relies on to serve a CRD: group and names present, the name
+/// `<plural>.<group>`, a known scope, exactly one storage version.
+fn crd(obj: &Value, errs: &mut Vec<FieldError>) {
+    let spec = &obj["spec"];
+    let st = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let (group, plural) = (st(&spec["group"]), st(&spec["names"]["plural"]));
+    for (path, v) in [
+        ("spec.group", &group),
+        ("spec.names.plural", &plural),
+        ("spec.names.kind", &st(&spec["names"]["kind"])),
+    ] {
+        if v.is_empty() {
+            errs.push(FieldError::required(path, ""));
+        }
+    }
+    let name = st(&obj["metadata"]["name"]);
+    if name != format!("{plural}.{group}") {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            &go_quote(&name),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    match spec["scope"].as_str().unwrap_or_default() {
+        "" => errs.push(FieldError::required("spec.scope", "")),
+        "Cluster" | "Namespaced" => {}
+        other => errs.push(FieldError::not_supported(
+            "spec.scope",
+            &go_quote(other),
+            &["Cluster", "Namespaced"],
+        )),
+    }
+    let versions: Vec<&Value> = spec["versions"].as_array().into_iter().flatten().collect();
+    let storage = versions.iter().filter(|v| v["storage"] == true).count();
+    if storage != 1 {
+        // Upstream prints the whole versions slice with Go's %#v; the version names stand in for it.
+        let names: Vec<String> = versions.iter().map(|v| st(&v["name"])).collect();
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            &format!(
+                "[]apiextensions.CustomResourceDefinitionVersion{{{}}}",
+                names.join(", ")
+            ),
+            "must have exactly one version marked as storage version",
         ));
     }
 }

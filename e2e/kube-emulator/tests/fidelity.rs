@@ -135,6 +135,22 @@ async fn names_generate_name_annotations_and_keys() {
     )
     .await;
     assert_eq!(code, 201);
+    // A CRD's name is its plural and group.
+    let (code, body) = post(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        json!({"metadata": {"name": "gadgets.example.com"}, "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str().unwrap()),
+        (
+            422,
+            "CustomResourceDefinition.apiextensions.k8s.io \"gadgets.example.com\" is invalid: metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group"
+        )
+    );
     // A long generateName keeps 58 characters of the prefix, so the name fits in 63.
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let prefix = "p".repeat(70);
