@@ -32,15 +32,13 @@ pub(crate) enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// Parses the query parameter (absent → Warn).
-    pub(crate) fn parse(v: Option<&str>) -> Result<Self, ApiError> {
+    /// Parses the query parameter (absent → Warn); unsupported values are rejected earlier, with the
+    /// request's other options.
+    pub(crate) fn parse(v: Option<&str>) -> Self {
         match v {
-            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-            Some("Strict") => Ok(FieldValidation::Strict),
-            Some("Ignore") => Ok(FieldValidation::Ignore),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}"
-            ))),
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            _ => FieldValidation::Warn,
         }
     }
 }

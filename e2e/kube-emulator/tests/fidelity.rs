@@ -377,6 +377,36 @@ async fn apply_conflicts_and_status_details() {
                     "causes": [{"reason": "FieldValueNotSupported", "message": msg, "field": "dryRun"}]}})
         )
     );
+    // The options of a patch are validated together: force on a non-apply patch, a bad fieldValidation.
+    let (code, _, body) = raw(
+        &client,
+        "PATCH",
+        &format!("{CMS}/c?force=true&fieldValidation=Loud"),
+        "application/merge-patch+json",
+        &json!({"data": {"x": "y"}}),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: [force: Forbidden: may not be specified for non-apply patch, fieldValidation: Unsupported value: \"Loud\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]"
+    );
+    // An apply needs a field manager.
+    let (code, _, body) = raw(
+        &client,
+        "PATCH",
+        &format!("{CMS}/c"),
+        "application/apply-patch+yaml",
+        &apply(json!({"a": "1"})),
+    )
+    .await;
+    assert_eq!(
+        (code, body["details"]["causes"].clone()),
+        (
+            422,
+            json!([{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}])
+        )
+    );
     // details.kind of a 422 is the Kind; of a 404 it is the resource, as upstream.
     let (_, body) = post(&client, CMS, json!({"metadata": {"name": "Bad"}})).await;
     assert_eq!(body["details"]["kind"], "ConfigMap");

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{HeaderMap, header};
 use serde_json::{Value, json};
 
+use super::request::validate_options;
 use super::route::Target;
 use crate::error::ApiError;
 use crate::patch;
@@ -37,14 +38,6 @@ pub(super) fn patch_request(
         .to_ascii_lowercase();
     let force = q.get("force").map(String::as_str);
     let is_apply = ct == "application/apply-patch+yaml";
-    if !is_apply && force.is_some() {
-        return Err(ApiError::invalid(
-            kind,
-            name,
-            "force",
-            "Forbidden: may not be specified for non-apply patch",
-        ));
-    }
     let unsupported = || {
         ApiError::new(
             415,
@@ -69,6 +62,7 @@ pub(super) fn patch_request(
             return Err(e);
         }
     }
+    validate_options(q, "patch", Some(is_apply))?;
     let patch: Value = if is_apply {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
@@ -78,17 +72,9 @@ pub(super) fn patch_request(
     };
     let existing = st.get(kind, ns, name);
     if is_apply {
-        let manager = q
-            .get("fieldManager")
-            .filter(|m| !m.is_empty())
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    kind,
-                    name,
-                    "fieldManager",
-                    "Required value: is required for apply patch",
-                )
-            })?;
+        // Present: validate_options requires it for apply.
+        let manager = q.get("fieldManager").cloned().unwrap_or_default();
+        let manager = &manager;
         if patch["apiVersion"].as_str().unwrap_or_default().is_empty()
             || patch["kind"].as_str().unwrap_or_default().is_empty()
         {

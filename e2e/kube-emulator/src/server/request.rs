@@ -10,7 +10,7 @@ use http::{HeaderMap, header};
 use serde_json::Value;
 
 use super::route::Target;
-use crate::error::{ApiError, FieldError, invalid_for};
+use crate::error::{ApiError, FieldError, go_quote, invalid_for};
 use crate::kinds::Kind;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOpts, ListOpts};
@@ -112,34 +112,67 @@ pub(super) fn manager(q: &HashMap<String, String>, headers: &HeaderMap) -> Strin
         .to_string()
 }
 
-/// `dryRun`: only `All` is supported; anything else is a 422 about the verb's options object
-/// (`CreateOptions`, `UpdateOptions`, `PatchOptions`, `DeleteOptions`), as upstream's `ValidateDryRun`.
-pub(super) fn dry_run(q: &HashMap<String, String>, verb: &str) -> Result<bool, ApiError> {
-    match q.get("dryRun").map(String::as_str) {
-        None => Ok(false),
-        Some("All") => Ok(true),
-        Some(other) => Err(dry_run_error(&[other], verb)),
-    }
-}
-
-/// The 422 for unsupported `dryRun` values.
-pub(super) fn dry_run_error(values: &[&str], verb: &str) -> ApiError {
-    let options = match verb {
+/// The options object of a verb, as upstream names it in its 422s.
+fn options_kind(verb: &str) -> &'static str {
+    match verb {
         "create" => "CreateOptions",
         "update" => "UpdateOptions",
         "patch" => "PatchOptions",
         _ => "DeleteOptions",
-    };
-    invalid_for(
-        "meta.k8s.io",
-        options,
-        "",
-        &[FieldError::not_supported(
-            "dryRun",
-            &crate::validation::go_strings(values),
-            &["All"],
-        )],
-    )
+    }
+}
+
+/// Validates the query options of a write as upstream's `ValidateCreateOptions`/`…UpdateOptions`/
+/// `…PatchOptions` do: `force` only on apply patches, `fieldManager` required for apply and at most 128
+/// characters, `dryRun` only `All`, `fieldValidation` one of `Ignore`/`Strict`/`Warn`. All errors come back
+/// as one 422 about the options object (`PatchOptions.meta.k8s.io "" is invalid: …`). `apply` is None for
+/// verbs other than patch.
+pub(super) fn validate_options(
+    q: &HashMap<String, String>,
+    verb: &str,
+    apply: Option<bool>,
+) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    let manager = q
+        .get("fieldManager")
+        .map(String::as_str)
+        .unwrap_or_default();
+    match apply {
+        Some(false) if q.contains_key("force") => errs.push(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        )),
+        Some(true) if manager.is_empty() => errs.push(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        )),
+        _ => {}
+    }
+    if manager.len() > 128 {
+        errs.push(FieldError::too_long("fieldManager", 128));
+    }
+    if let Some(d) = q.get("dryRun").filter(|d| *d != "All") {
+        errs.push(dry_run_cause(&[d.as_str()]));
+    }
+    if let Some(fv) = q
+        .get("fieldValidation")
+        .filter(|v| !matches!(v.as_str(), "" | "Ignore" | "Strict" | "Warn"))
+    {
+        errs.push(FieldError::not_supported(
+            "fieldValidation",
+            &go_quote(fv),
+            &["", "Ignore", "Strict", "Warn"],
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_for("meta.k8s.io", options_kind(verb), "", &errs))
+    }
+}
+
+fn dry_run_cause(values: &[&str]) -> FieldError {
+    FieldError::not_supported("dryRun", &crate::validation::go_strings(values), &["All"])
 }
 
 pub(super) fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
@@ -209,8 +242,33 @@ pub(super) fn delete_opts(
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    let mut errs = Vec::new();
     if body_dry.iter().any(|d| *d != "All") {
-        return Err(dry_run_error(&body_dry, "delete"));
+        errs.push(dry_run_cause(&body_dry));
+    }
+    let propagation = b["propagationPolicy"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| q.get("propagationPolicy").cloned());
+    if let Some(p) = propagation
+        .as_deref()
+        .filter(|p| !matches!(*p, "Foreground" | "Background" | "Orphan"))
+    {
+        errs.push(FieldError::not_supported(
+            "propagationPolicy",
+            &go_quote(p),
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if propagation.is_some() && b["orphanDependents"].is_boolean() {
+        errs.push(FieldError::invalid(
+            "propagationPolicy",
+            &go_quote(propagation.as_deref().unwrap_or_default()),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(invalid_for("meta.k8s.io", "DeleteOptions", "", &errs));
     }
     let dry = dry || !body_dry.is_empty();
     Ok(DeleteOpts {
@@ -219,10 +277,7 @@ pub(super) fn delete_opts(
         rv: b["preconditions"]["resourceVersion"]
             .as_str()
             .map(str::to_string),
-        propagation: b["propagationPolicy"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| q.get("propagationPolicy").cloned())
+        propagation: propagation
             .or_else(|| (b["orphanDependents"] == true).then(|| "Orphan".to_string())),
     })
 }

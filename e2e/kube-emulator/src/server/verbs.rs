@@ -10,8 +10,8 @@ use http::{HeaderMap, Method};
 use serde_json::{Value, json};
 
 use super::request::{
-    Want, delete_opts, dry_run, error_response, include, json_response, list_opts, manager,
-    negotiate, parse_body, selectors, with_warnings,
+    Want, delete_opts, error_response, include, json_response, list_opts, manager, negotiate,
+    parse_body, selectors, validate_options, with_warnings,
 };
 use super::route::Target;
 use super::{logs, patching, watch};
@@ -96,10 +96,13 @@ pub(super) fn verb_request(
         Some("finalize") if kind.kind == "Namespace" && verb == "update" => Scope::All,
         Some(_) => return Err(ApiError::no_route()),
     };
+    if matches!(verb, "create" | "update" | "delete" | "deletecollection") {
+        validate_options(q, verb, None)?;
+    }
     let opts = WriteOpts {
-        dry_run: dry_run(q, verb)?,
+        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         manager: manager(q, headers),
-        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str))?,
+        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str)),
     };
     let mut st = inner.st();
     st.warnings.clear();
