@@ -125,7 +125,7 @@ fn builtin(
         custom: false,
         tracks_generation: matches!(
             kind,
-            "Deployment" | "Job" | "CustomResourceDefinition" | "StatefulSet" | "DaemonSet"
+            "Deployment" | "Job" | "CustomResourceDefinition" | "StatefulSet" | "DaemonSet" | "Pod"
         ),
         return_deleted_object: matches!(kind, "Pod" | "ServiceAccount"),
         // core/v1 and events.k8s.io/v1 Events share one store, as upstream.

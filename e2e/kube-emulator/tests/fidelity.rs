@@ -537,6 +537,7 @@ async fn times_are_normalised_to_utc_with_z() {
     )
     .await;
     assert_eq!(code, 201);
+    assert_eq!(body["metadata"]["generation"], 1, "Pods track generation");
     // The pod spec gets upstream's defaults.
     assert_eq!(
         body["spec"],
