@@ -319,14 +319,13 @@ async fn bootstrap_renders_everything_once_the_bucket_is_bound() {
         .await
         .unwrap();
     let client = env.client.clone();
-    until("every default object and Ready=True", || {
-        let client = client.clone();
-        async move {
-            let class = get(&client, "BackupClass", None, "cozy-default").await;
-            names(&all_rvs(&client).await) == FULL_SET
-                && class.is_some_and(|c| ready_condition(&c)["status"] == "True")
-        }
-    })
+    until(
+        "every default object rendered from the bound bucket, Ready=True",
+        || {
+            let client = client.clone();
+            async move { settled(&client).await }
+        },
+    )
     .await;
     assert_eq!(env.metric(MISSING, &[("backupclass", "cozy-default")]), 0.0);
     let claim: Api<DynamicObject> = Api::namespaced_with(
