@@ -3,6 +3,12 @@
 //!
 //! ```text
 //!  template   Go text/template rendering of strategy templates (gtmpl + the Sprig helpers in use)
+//!  status     the job status transitions every driver makes (fail, wait, start, running, success)
+//!  cnpg       CloudNativePG + barman-cloud: names, bodies, phases, snapshot, catalog fields
+//!  catalog    the Backup catalog entry in upstream's common shape
 //! ```
 
+pub mod catalog;
+pub mod cnpg;
+pub mod status;
 pub mod template;

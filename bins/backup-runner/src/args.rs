@@ -1,0 +1,76 @@
+//! Command line: the shared runtime groups and the runner's own settings.
+
+use std::time::Duration;
+
+use clap::Parser;
+use runtime::{AdminArgs, ClientArgs, LeaseArgs, LogArgs};
+use serde::Serialize;
+
+/// Runs BackupJobs and Plans.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "backup-runner", version, about)]
+pub struct Args {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub admin: AdminArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub lease: LeaseArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub runner: RunnerArgs,
+}
+
+/// The runner's settings.
+#[derive(clap::Args, Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerArgs {
+    /// How long a driver-side backup may run before the BackupJob fails (upstream waits forever on
+    /// a cnpg Backup stuck `running`). A BackupClass route overrides it with the parameter
+    /// `backupDeadline` (e.g. `12h`).
+    #[arg(long, env = "BACKUP_DEADLINE", default_value = "6h", value_parser = runtime::duration::parse)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub backup_deadline: Duration,
+    /// Wait for the credentials projector's `CredentialsProjected` condition before dispatching a
+    /// job (set to false only where the strategies need no projected Secret).
+    #[arg(long, env = "REQUIRE_CREDENTIALS_PROJECTION", action = clap::ArgAction::Set, default_value_t = true)]
+    pub require_projection: bool,
+    /// How long a job waits silently for its first `CredentialsProjected` condition before it
+    /// reports `CredentialsProjectionPending` (the projector normally answers within milliseconds).
+    #[arg(long, env = "PROJECTION_GRACE", default_value = "10s", value_parser = runtime::duration::parse)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub projection_grace: Duration,
+    /// How many BackupJobs are reconciled at once.
+    #[arg(long, env = "CONCURRENCY", default_value_t = 32)]
+    pub concurrency: u16,
+    /// Plans: how late a missed schedule slot may still be caught up (one run at most).
+    #[arg(long, env = "PLAN_STARTING_DEADLINE", default_value = "300s", value_parser = runtime::duration::parse)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub plan_starting_deadline: Duration,
+    /// Plans: the time zone of schedules without a `CRON_TZ=`/`TZ=` prefix.
+    #[arg(long, env = "PLAN_TIME_ZONE", default_value = "UTC")]
+    pub plan_time_zone: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn args_are_consistent_with_documented_defaults() {
+        Args::command().debug_assert();
+        let a = Args::parse_from(["backup-runner"]);
+        assert_eq!(a.runner.backup_deadline, Duration::from_secs(6 * 3600));
+        assert_eq!(a.runner.plan_starting_deadline, Duration::from_secs(300));
+        assert!(a.runner.require_projection);
+        assert_eq!(a.runner.plan_time_zone, "UTC");
+        assert!(Args::try_parse_from(["backup-runner", "--backup-deadline", "soon"]).is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! The BackupJob controller: one reconcile per job event (and per event of anything the job waits
+//! on), the pipeline gate, the work lease, then the driver.
+//!
+//! ```text
+//!  BackupJob / BackupClass / Strategy CRs / driver-side objects (by owned-by labels) / Clusters
+//!        └──► Controller ──► reconcile(job): gate (pipeline.rs) ─► work lease (one replica per job)
+//!                                            ─► fencing token recorded on the job ─► driver step(s)
+//! ```
+//!
+//! Invariants: a job is written only by the replica holding its work lease, and every status
+//! write carries the resourceVersion it was decided on, so a stale replica's write fails; a
+//! terminal job is never touched again; nothing is created in a tenant namespace before the
+//! pipeline gate passed (so no object leaks for a foreign or unknown strategy).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::backups::{BackupClass, BackupJob};
+use api::contract::{phases, reasons};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use runtime::ReconcileError;
+use serde_json::json;
+
+use crate::context::{Ctx, Error};
+use crate::drivers::{self, Run};
+use crate::pipeline::{self, Gate};
+
+/// Annotation recording the fencing token of the work lease under which the job was last driven.
+pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/runner-lease-token";
+/// How long to wait when another replica holds a job's work lease.
+const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
+
+/// Reconciles one BackupJob.
+pub async fn reconcile(job: Arc<BackupJob>, ctx: Ctx) -> Result<Action, Error> {
+    let timer = ctx.metrics.start();
+    let result = reconcile_job(job.clone(), &ctx).await;
+    timer.finish(result.as_ref().err().map(ReconcileError::kind));
+    if result.is_ok() {
+        ctx.backoff.reset(&ObjectRef::from_obj(job.as_ref()));
+    }
+    metrics::gauge!(crate::metrics::IN_FLIGHT).set(ctx.leases.len() as f64);
+    result
+}
+
+/// Transient errors retry with per-job backoff.
+pub fn error_policy(job: Arc<BackupJob>, err: &Error, ctx: Ctx) -> Action {
+    if let Some(d) = err.retry_delay() {
+        return Action::requeue(d);
+    }
+    ctx.backoff
+        .action_for(ObjectRef::from_obj(job.as_ref()), err)
+}
+
+async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> {
+    let class = ctx
+        .caches
+        .classes
+        .get(&ObjectRef::<BackupClass>::new(&job.spec.backup_class_name));
+    let gate = pipeline::gate(
+        &job,
+        class.as_ref().map(|c| &c.spec),
+        ctx.args.require_projection,
+    );
+    match &gate {
+        Gate::Terminal => {
+            ctx.leases.release(job.as_ref());
+            return Ok(Action::await_change());
+        }
+        Gate::NotOurs => return Ok(Action::await_change()),
+        Gate::AwaitProjection => {
+            let age = job
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(|c| (jiff_now() - c.0).try_into().ok())
+                .unwrap_or_default();
+            if age < ctx.args.projection_grace {
+                // The projector's condition arrives as a job event; this is only a safety net.
+                return Ok(Action::requeue(ctx.args.projection_grace - age));
+            }
+        }
+        _ => {}
+    }
+    let Some(held) = ctx.leases.hold(job.as_ref()).await? else {
+        return Ok(Action::requeue(LEASE_BUSY_RETRY));
+    };
+    let job = fence(ctx, job, held.token()).await?;
+    let now = Time(jiff_now());
+    let mut status = job.status.clone().unwrap_or_default();
+    let ns = job.namespace().unwrap_or_default();
+    match gate {
+        Gate::Terminal | Gate::NotOurs => unreachable!("handled above"),
+        Gate::ClassNotFound(message) => {
+            drivers::status_wait(&mut status, reasons::BACKUP_CLASS_NOT_FOUND, &message, &now);
+            write(ctx, &job, status).await?;
+            // The BackupClass watch wakes the job when the class appears.
+            Ok(Action::await_change())
+        }
+        Gate::Fail(message) => {
+            drivers::status_fail(&mut status, &message, &now);
+            write(ctx, &job, status).await?;
+            crate::metrics::gate_failed(&job);
+            ctx.leases.release(job.as_ref());
+            Ok(Action::await_change())
+        }
+        Gate::AwaitProjection => {
+            let message = format!(
+                "waiting for the credentials projector to report CredentialsProjected for generation {} in {ns}",
+                job.metadata.generation.unwrap_or_default()
+            );
+            drivers::status_wait(
+                &mut status,
+                reasons::CREDENTIALS_PROJECTION_PENDING,
+                &message,
+                &now,
+            );
+            write(ctx, &job, status).await?;
+            Ok(Action::await_change())
+        }
+        Gate::ProjectionPending(message) => {
+            drivers::status_wait(
+                &mut status,
+                reasons::CREDENTIALS_PROJECTION_PENDING,
+                &message,
+                &now,
+            );
+            write(ctx, &job, status).await?;
+            Ok(Action::await_change())
+        }
+        Gate::Dispatch {
+            kind,
+            resolved,
+            app,
+        } => {
+            let deadline = resolved
+                .parameters
+                .get("backupDeadline")
+                .and_then(|d| runtime::duration::parse(d).ok())
+                .unwrap_or(ctx.args.backup_deadline);
+            let mut run = Run {
+                job: job.as_ref(),
+                status,
+                resolved: &resolved,
+                app: &app,
+                now,
+                deadline,
+            };
+            let action = drivers::drive(ctx, &kind, &mut run).await?;
+            if phases::is_terminal(run.status.phase.as_deref()) {
+                ctx.leases.release(job.as_ref());
+            }
+            Ok(action)
+        }
+    }
+}
+
+/// Records this replica's fencing token on the job (when leases are networked and the recorded
+/// token is older). The write carries the job's resourceVersion, and every later status write
+/// carries the version this one produced: a replica that lost the lease (older token) fails on
+/// its next write instead of overwriting the new holder's work.
+async fn fence(ctx: &Ctx, job: Arc<BackupJob>, token: u64) -> Result<Arc<BackupJob>, Error> {
+    if token == 0 {
+        return Ok(job);
+    }
+    let recorded: u64 = job
+        .annotations()
+        .get(LEASE_TOKEN_ANNOTATION)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    if recorded == token {
+        return Ok(job);
+    }
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    if recorded > token {
+        // A newer holder already drove this job: our lease is stale.
+        ctx.leases.release(job.as_ref());
+        return Err(Error::Conflict(format!("{ns}/{name}")));
+    }
+    let patch = json!({"metadata": {
+        "resourceVersion": job.resource_version(),
+        "annotations": {LEASE_TOKEN_ANNOTATION: token.to_string()},
+    }});
+    let api: Api<BackupJob> = Api::namespaced(ctx.client.clone(), &ns);
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(updated) => Ok(Arc::new(updated)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(Error::Conflict(format!("{ns}/{name}"))),
+        Err(source) => Err(Error::Api {
+            action: "record the lease token on",
+            object: format!("BackupJob {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+async fn write(
+    ctx: &Ctx,
+    job: &BackupJob,
+    status: api::backups::BackupJobStatus,
+) -> Result<(), Error> {
+    if job.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let changed_phase = job.status.as_ref().and_then(|s| s.phase.clone()) != status.phase;
+    ctx.write_status(job, &status).await?;
+    if changed_phase {
+        crate::events::phase_changed(ctx, job, &status).await;
+    }
+    Ok(())
+}
+
+/// The current time.
+pub fn jiff_now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+/// The jobs a change of `class` concerns: those naming it and not terminal.
+pub fn jobs_of_class(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+    class: &str,
+) -> Vec<ObjectRef<BackupJob>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|j| j.spec.backup_class_name == class && !is_terminal(j))
+        .map(|j| ObjectRef::from_obj(j.as_ref()))
+        .collect()
+}
+
+/// The jobs waiting on a strategy CR (any non-terminal job whose Ready reason is StrategyNotReady,
+/// or that has not started yet).
+pub fn jobs_waiting_for_strategies(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+) -> Vec<ObjectRef<BackupJob>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|j| !is_terminal(j))
+        .filter(|j| {
+            j.status
+                .as_ref()
+                .and_then(|s| drivers::ready_reason(&s.conditions))
+                .is_none_or(|r| r == reasons::STRATEGY_NOT_READY)
+        })
+        .map(|j| ObjectRef::from_obj(j.as_ref()))
+        .collect()
+}
+
+/// The non-terminal jobs of `namespace` backing up application `app`.
+pub fn jobs_of_app(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+    namespace: &str,
+    app: &str,
+) -> Vec<ObjectRef<BackupJob>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|j| {
+            j.meta().namespace.as_deref() == Some(namespace)
+                && j.spec.application_ref.name == app
+                && !is_terminal(j)
+        })
+        .map(|j| ObjectRef::from_obj(j.as_ref()))
+        .collect()
+}
+
+fn is_terminal(job: &BackupJob) -> bool {
+    phases::is_terminal(job.status.as_ref().and_then(|s| s.phase.as_deref()))
+}

@@ -1,0 +1,356 @@
+//! The strategy drivers: each is a pure `decide(run, observed) -> Step` over what the caches show,
+//! and this module's thin executor performs the step.
+//!
+//! ```text
+//!  loop (at most MAX_STEPS per reconcile):
+//!    observe (caches) ─► decide (pure) ─► Step::Apply/Create ─► write, observe again
+//!                                        Step::Status        ─► write the job's status, stop
+//!                                        Step::Complete      ─► create the catalog Backup, write success, stop
+//!                                        Step::Idle          ─► stop (an event or the deadline wakes it)
+//! ```
+//!
+//! Every write is idempotent (server-side apply, create-if-absent checked against a fresh list,
+//! status with a resourceVersion precondition), so a reconcile can be cut at any instant (kill -9,
+//! lost lease) and the next one continues from what the cluster shows.
+
+pub mod cnpg;
+
+use std::time::Duration;
+
+use api::TypedLocalObjectReference;
+use api::backups::{Backup, BackupJob, BackupJobStatus, ResolvedStrategy};
+use api::contract::reasons;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use serde_json::Value as Json;
+
+use crate::context::{Context, Error, api_err};
+
+/// How many steps one reconcile performs before it yields (a safety bound; a driver normally needs
+/// at most three writes before its status write).
+const MAX_STEPS: usize = 8;
+
+/// The job a driver works on.
+#[derive(Debug, Clone)]
+pub struct Run<'a> {
+    /// The BackupJob as read.
+    pub job: &'a BackupJob,
+    /// Its status (a working copy the driver's status steps start from).
+    pub status: BackupJobStatus,
+    /// The resolved BackupClass route.
+    pub resolved: &'a ResolvedStrategy,
+    /// The normalised application reference.
+    pub app: &'a TypedLocalObjectReference,
+    /// Now.
+    pub now: Time,
+    /// The backup deadline in force (the route's `backupDeadline` parameter, else the flag).
+    pub deadline: Duration,
+}
+
+impl Run<'_> {
+    /// The job's namespace.
+    pub fn namespace(&self) -> String {
+        self.job.namespace().unwrap_or_default()
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> String {
+        self.job.name_any()
+    }
+
+    /// Time since `startedAt` (zero before it is set).
+    pub fn elapsed(&self) -> Duration {
+        self.status
+            .started_at
+            .as_ref()
+            .and_then(|s| (self.now.0 - s.0).try_into().ok())
+            .unwrap_or_default()
+    }
+
+    /// How long until `deadline` (measured from `startedAt`) passes, at least a second.
+    pub fn until(&self, deadline: Duration) -> Duration {
+        deadline
+            .saturating_sub(self.elapsed())
+            .max(Duration::from_secs(1))
+    }
+
+    /// A failure step.
+    pub fn fail(&self, message: impl Into<String>) -> Step {
+        let mut status = self.status.clone();
+        drivers::status::fail(
+            &mut status,
+            reasons::BACKUP_FAILED,
+            &message.into(),
+            &self.now,
+        );
+        Step::Status {
+            status,
+            recheck: None,
+        }
+    }
+
+    /// A transient wait with `Ready=False/<reason>`, failing once `deadline` (from `startedAt`)
+    /// passed with `late` as the message.
+    pub fn wait(
+        &self,
+        reason: &str,
+        message: impl Into<String>,
+        running: bool,
+        deadline: Duration,
+        late: impl FnOnce() -> String,
+    ) -> Step {
+        if self.status.started_at.is_some() && self.elapsed() > deadline {
+            return self.fail(late());
+        }
+        let mut status = self.status.clone();
+        drivers::status::wait(&mut status, reason, &message.into(), running, &self.now);
+        Step::Status {
+            status,
+            recheck: Some(self.until(deadline)),
+        }
+    }
+
+    /// Upstream's StrategyNotReady wait (30 minutes from `startedAt`).
+    pub fn strategy_not_ready(&self) -> Step {
+        let name = &self.resolved.strategy_ref.name;
+        let class = &self.job.spec.backup_class_name;
+        self.wait(
+            reasons::STRATEGY_NOT_READY,
+            format!(
+                "Strategy {name:?} referenced by BackupClass {class:?} is not yet provisioned; the platform may still be initialising backup storage"
+            ),
+            false,
+            STRATEGY_NOT_READY_DEADLINE,
+            || {
+                format!(
+                    "Strategy {name:?} referenced by BackupClass {class:?} was not provisioned within {}; check the strategyRef name or the platform backup-storage bootstrap",
+                    drivers::status::go_duration(STRATEGY_NOT_READY_DEADLINE)
+                )
+            },
+        )
+    }
+
+    /// The first step of a driver: stamp `startedAt` (and phase Running when the driver does).
+    pub fn start(&self, running: bool) -> Step {
+        let mut status = self.status.clone();
+        drivers::status::start(&mut status, running, &self.now);
+        Step::Status {
+            status,
+            recheck: None,
+        }
+    }
+}
+
+/// `Ready=False/<reason>` on a working copy of a job's status (no phase change).
+pub fn status_wait(status: &mut BackupJobStatus, reason: &str, message: &str, now: &Time) {
+    drivers::status::wait(status, reason, message, false, now);
+}
+
+/// The terminal failure on a working copy of a job's status.
+pub fn status_fail(status: &mut BackupJobStatus, message: &str, now: &Time) {
+    drivers::status::fail(status, reasons::BACKUP_FAILED, message, now);
+}
+
+/// The reason of the `Ready` condition, if any.
+pub fn ready_reason(conditions: &[api::Condition]) -> Option<&str> {
+    drivers::status::ready(conditions).map(|c| c.reason.as_str())
+}
+
+/// How long a job may wait for its Strategy CR (the platform's bootstrap window).
+pub const STRATEGY_NOT_READY_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// What a driver wants done next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Write the job's status and stop; wake again after `recheck` (a deadline) if nothing happens.
+    Status {
+        /// The whole new status.
+        status: BackupJobStatus,
+        /// When to look again without an event.
+        recheck: Option<Duration>,
+    },
+    /// Server-side apply an object of cache `label`, then continue. A refusal by the API server
+    /// (a 4xx other than a conflict or throttling) fails the job with `<on_error>: <error>`.
+    Apply {
+        /// Cache label of the kind.
+        label: &'static str,
+        /// The apply body.
+        body: Json,
+        /// Field manager.
+        manager: &'static str,
+        /// Message prefix of the failure.
+        on_error: &'static str,
+    },
+    /// Create an object of cache `label` unless one with these labels exists (checked fresh),
+    /// then continue; a refusal fails the job with `<on_error>: <error>`.
+    Create {
+        /// Cache label of the kind.
+        label: &'static str,
+        /// The create body.
+        body: Json,
+        /// Labels identifying "the one" object (the owned-by pair).
+        selector: Vec<(String, String)>,
+        /// Message prefix of the failure.
+        on_error: &'static str,
+    },
+    /// Record the catalog Backup, then write the success status and stop.
+    Complete {
+        /// The catalog entry.
+        backup: Box<Backup>,
+        /// The success status.
+        status: BackupJobStatus,
+    },
+    /// Nothing to write; wake after `recheck` unless an event comes first.
+    Idle(Option<Duration>),
+}
+
+/// Runs the driver of `kind` for one reconcile.
+pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Action, Error> {
+    for _ in 0..MAX_STEPS {
+        let step = match kind {
+            "CNPG" => cnpg::step(ctx, run),
+            other => run.fail(format!(
+                "strategy Kind {other:?} is not implemented by this runner yet"
+            )),
+        };
+        match step {
+            Step::Apply {
+                label,
+                body,
+                manager,
+                on_error,
+            } => {
+                if let Err(e) = ctx.apply(&ctx.caches.resource(label), &body, manager).await {
+                    return refused(ctx, run, on_error, e).await;
+                }
+            }
+            Step::Create {
+                label,
+                body,
+                selector,
+                on_error,
+            } => {
+                let resource = ctx.caches.resource(label);
+                let ns = run.namespace();
+                let sel: Vec<(&str, &str)> = selector
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                if ctx.list_fresh(&resource, &ns, &sel).await?.is_empty() {
+                    let created = match ctx.create(&resource, &body).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let e = api_err("create", format!("{} in {ns}", resource.kind))(e);
+                            return refused(ctx, run, on_error, e).await;
+                        }
+                    };
+                    tracing::info!(job = %format!("{ns}/{}", run.name()), kind = %resource.kind, name = %created.name_any(), "created");
+                }
+                // The cache may lag behind our create: the next pass is driven by its watch event.
+                return Ok(Action::await_change());
+            }
+            Step::Status { status, recheck } => {
+                write_status(ctx, run, status).await?;
+                return Ok(action(recheck));
+            }
+            Step::Complete { backup, status } => {
+                if let Err(e) = create_catalog_entry(ctx, run, &backup).await {
+                    return refused(ctx, run, "failed to create Backup artifact", e).await;
+                }
+                write_status(ctx, run, status).await?;
+                crate::metrics::succeeded(run);
+                return Ok(Action::await_change());
+            }
+            Step::Idle(recheck) => return Ok(action(recheck)),
+        }
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// An API error of a driver write: a refusal (4xx other than conflict/throttling) fails the job
+/// with `<prefix>: <error>` as upstream does; anything else is transient and retried.
+async fn refused(
+    ctx: &Context,
+    run: &mut Run<'_>,
+    prefix: &str,
+    e: Error,
+) -> Result<Action, Error> {
+    let code = match &e {
+        Error::Api {
+            source: kube::Error::Api(s),
+            ..
+        } => s.code,
+        _ => return Err(e),
+    };
+    if !(400..500).contains(&code) || code == 409 || code == 429 {
+        return Err(e);
+    }
+    let Error::Api {
+        source: kube::Error::Api(status),
+        ..
+    } = &e
+    else {
+        return Err(e);
+    };
+    let step = run.fail(format!("{prefix}: {}", status.message));
+    let Step::Status { status, .. } = step else {
+        unreachable!("fail() is a status step")
+    };
+    write_status(ctx, run, status).await?;
+    Ok(Action::await_change())
+}
+
+fn action(recheck: Option<Duration>) -> Action {
+    match recheck {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    }
+}
+
+async fn write_status(
+    ctx: &Context,
+    run: &mut Run<'_>,
+    status: BackupJobStatus,
+) -> Result<(), Error> {
+    if run.job.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let before = run.status.phase.clone();
+    ctx.write_status(run.job, &status).await?;
+    if status.phase != before {
+        crate::events::phase_changed(ctx, run.job, &status).await;
+        if status.phase.as_deref() == Some(api::contract::phases::FAILED) {
+            crate::metrics::terminal(run, api::contract::phases::FAILED);
+        }
+    }
+    run.status = status;
+    Ok(())
+}
+
+/// Creates the catalog Backup; an existing one of the same name is this job's own (an earlier
+/// reconcile created it and then failed its status write) and is reused, as upstream.
+async fn create_catalog_entry(ctx: &Context, run: &Run<'_>, backup: &Backup) -> Result<(), Error> {
+    let ns = run.namespace();
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ns);
+    match api.create(&PostParams::default(), backup).await {
+        Ok(_) => {
+            ctx.event(
+                run.job,
+                EventType::Normal,
+                "BackupCreated",
+                &format!("Backup {ns}/{} recorded in the catalog", backup.name_any()),
+            )
+            .await;
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(source) => Err(Error::Api {
+            action: "create",
+            object: format!("Backup {ns}/{}", backup.name_any()),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,296 @@
+//! The `backup-runner` daemon: runs BackupJobs through the resolved strategy driver, records the
+//! `Backup` catalog, and cleans a Backup's driver-side leftovers when it is deleted.
+//!
+//! ```text
+//!  watches (runtime caches, event-driven)            controllers
+//!  BackupJob ───────────────────────────────┐
+//!  BackupClass ─► jobs naming it ────────────┤
+//!  strategy CRs ─► jobs waiting for them ────┼──► BackupJob controller (every replica; one replica per job
+//!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
+//!  cnpg Cluster ─► jobs of its application ──┘
+//!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
+//! ```
+//!
+//! Modules: [`pipeline`] (the gate before any driver, pure), [`drivers`] (one module per strategy
+//! kind: pure decisions over the caches + the executor), [`controller`] (reconcile, leases,
+//! fencing), [`catalog`] (the Backup finalizer), [`context`] (caches and writes), [`events`],
+//! [`metrics`], [`args`].
+//!
+//! Invariants: everything is re-derived from the cluster on every reconcile (kill -9 at any instant
+//! continues where the objects say); one replica drives a job at a time, and a stale one's writes
+//! fail on their resourceVersion precondition; no credential value is read, held or reported.
+
+pub mod args;
+pub mod catalog;
+pub mod context;
+pub mod controller;
+pub mod drivers;
+pub mod events;
+pub mod metrics;
+pub mod pipeline;
+
+use std::sync::Arc;
+
+use api::backups::{Backup, BackupClass, BackupJob};
+use api::contract::labels;
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, controller::Config as ControllerConfig, watcher};
+use kube::{Client, ResourceExt};
+use runtime::{Backoff, ControllerMetrics, Daemon, Watch, WatchContext, WorkLeaseKeeper};
+
+pub use args::{Args, RunnerArgs};
+
+/// Component name (logs, metrics prefix, leases, Event reporter).
+pub const COMPONENT: &str = "backup-runner";
+
+fn erase<K: kube::Resource<DynamicType = ()>>() -> ApiResource {
+    ApiResource::erase::<K>(&())
+}
+
+/// The strategy kinds and their API resources.
+fn strategy_kinds() -> Vec<(&'static str, ApiResource)> {
+    use api::strategy as s;
+    vec![
+        ("Job", erase::<s::Job>()),
+        ("Velero", erase::<s::Velero>()),
+        ("CNPG", erase::<s::CNPG>()),
+        ("Altinity", erase::<s::Altinity>()),
+        ("MariaDB", erase::<s::MariaDB>()),
+        ("MongoDB", erase::<s::MongoDB>()),
+        ("FoundationDB", erase::<s::FoundationDB>()),
+        ("Etcd", erase::<s::Etcd>()),
+    ]
+}
+
+/// How a driver-side kind maps its events to BackupJobs.
+#[derive(Clone, Copy)]
+enum Route {
+    /// By the owned-by labels.
+    OwnedBy,
+    /// A cnpg Cluster `postgres-<app>`: the jobs of that application.
+    CnpgCluster,
+    /// Not routed (read only).
+    None,
+}
+
+/// The driver-side kinds the runner caches: label, API resource, label selector, routing.
+fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route)> {
+    use api::thirdparty as t;
+    vec![
+        (
+            drivers::cnpg::BACKUPS,
+            erase::<t::cnpg::Backup>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::cnpg::CLUSTERS,
+            erase::<t::cnpg::Cluster>(),
+            None,
+            Route::CnpgCluster,
+        ),
+        (
+            drivers::cnpg::OBJECT_STORES,
+            erase::<t::barman::ObjectStore>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::cnpg::APPS,
+            erase::<t::apps::Postgres>(),
+            None,
+            Route::None,
+        ),
+    ]
+}
+
+/// Runs the daemon until SIGTERM.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let daemon = Daemon::start(
+        COMPONENT,
+        &args.client,
+        &args.admin,
+        &args.log,
+        &serde_json::json!({"runner": &args.runner, "leaseEndpoint": args.lease.lease_endpoint}),
+    )
+    .await?;
+    metrics::describe();
+    let (leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
+    let client = daemon.client.clone();
+    let wctx = daemon.watch_context();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: COMPONENT.into(),
+            instance: Some(args.lease.identity()),
+        },
+    );
+
+    let (jobs_store, jobs) = Watch::<BackupJob>::new(client.clone()).reflect(&wctx);
+    let mut controller = Controller::for_stream(jobs, jobs_store.clone())
+        .with_config(ControllerConfig::default().concurrency(args.runner.concurrency));
+
+    let (classes, class_events) = Watch::<BackupClass>::new(client.clone()).reflect(&wctx);
+    let store = jobs_store.clone();
+    controller = controller.watches_stream(class_events, move |class: BackupClass| {
+        controller::jobs_of_class(&store, &class.name_any())
+    });
+
+    let mut strategies = Vec::new();
+    for (kind, resource) in strategy_kinds() {
+        let (store, events) = Watch::<DynamicObject>::new_with(client.clone(), resource.clone())
+            .describe(&format!("{kind} strategies"))
+            .absent_is_empty()
+            .reflect(&wctx);
+        strategies.push((kind, store));
+        let jobs = jobs_store.clone();
+        controller = controller.watches_stream_with(
+            events,
+            move |_: DynamicObject| controller::jobs_waiting_for_strategies(&jobs),
+            resource,
+        );
+    }
+
+    let mut objects = Vec::new();
+    for (label, resource, selector, route) in object_kinds() {
+        let mut watch = Watch::<DynamicObject>::new_with(client.clone(), resource.clone())
+            .describe(label)
+            .absent_is_empty()
+            .strip(|o| o.metadata.managed_fields = None);
+        if let Some(selector) = selector {
+            watch = watch.labels(selector);
+        }
+        let (store, events) = watch.reflect(&wctx);
+        objects.push((label, resource.clone(), store));
+        controller = route_events(controller, events, route, resource, jobs_store.clone());
+    }
+
+    let ctx = Arc::new(context::Context {
+        client: client.clone(),
+        caches: context::Caches {
+            classes,
+            strategies,
+            objects,
+        },
+        leases: WorkLeaseKeeper::new(COMPONENT, work),
+        recorder,
+        metrics: ControllerMetrics::new(COMPONENT, "backupjobs"),
+        backoff: Backoff::default(),
+        args: args.runner.clone(),
+    });
+    let jobs = controller
+        .graceful_shutdown_on(wctx.shutdown.signaled())
+        .run(controller::reconcile, controller::error_policy, ctx)
+        .for_each(|item| {
+            runtime::controller::log_item("backupjobs", &item);
+            futures::future::ready(())
+        });
+    let catalog = catalog_controller(client, leader, &wctx);
+    daemon
+        .run(async move {
+            tokio::join!(jobs, catalog);
+            Ok(())
+        })
+        .await
+}
+
+fn route_events(
+    controller: Controller<BackupJob>,
+    events: impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+    route: Route,
+    resource: ApiResource,
+    jobs: Store<BackupJob>,
+) -> Controller<BackupJob> {
+    match route {
+        Route::OwnedBy => controller.watches_stream_with(
+            events,
+            |o: DynamicObject| {
+                let labels = o.labels();
+                match (
+                    labels.get(labels::OWNED_BY_JOB_NAME),
+                    labels.get(labels::OWNED_BY_JOB_NAMESPACE),
+                ) {
+                    (Some(name), Some(ns)) => vec![ObjectRef::new(name).within(ns)],
+                    _ => Vec::new(),
+                }
+            },
+            resource,
+        ),
+        Route::CnpgCluster => controller.watches_stream_with(
+            events,
+            move |o: DynamicObject| {
+                let ns = o.namespace().unwrap_or_default();
+                match o.name_any().strip_prefix("postgres-") {
+                    Some(app) => controller::jobs_of_app(&jobs, &ns, app),
+                    None => Vec::new(),
+                }
+            },
+            resource,
+        ),
+        Route::None => {
+            // Read-only caches still need their stream polled; route nothing.
+            controller.watches_stream_with(
+                events,
+                |_: DynamicObject| Vec::<ObjectRef<BackupJob>>::new(),
+                resource,
+            )
+        }
+    }
+}
+
+/// The Backup finalizer controller; every Backup is re-evaluated when this replica wins leadership.
+async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: &WatchContext) {
+    let (store, backups) = Watch::<Backup>::new(client.clone()).reflect(wctx);
+    let leadership = tokio_stream_of(leader.subscribe());
+    let ctx = Arc::new(catalog::Context {
+        client,
+        leader,
+        metrics: ControllerMetrics::new(COMPONENT, "backups"),
+        backoff: Backoff::new(std::time::Duration::from_secs(1), catalog::MAX_BACKOFF),
+        cnpg_backups: erase::<api::thirdparty::cnpg::Backup>(),
+        velero_backups: ApiResource {
+            group: "velero.io".into(),
+            version: "v1".into(),
+            api_version: "velero.io/v1".into(),
+            kind: "Backup".into(),
+            plural: "backups".into(),
+        },
+        delete_requests: erase::<api::thirdparty::velero::DeleteBackupRequest>(),
+    });
+    Controller::for_stream(backups, store)
+        .reconcile_all_on(leadership)
+        .graceful_shutdown_on(wctx.shutdown.signaled())
+        .run(catalog::reconcile, catalog::error_policy, ctx)
+        .for_each(|item| {
+            runtime::controller::log_item("backups", &item);
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// A stream that yields whenever this replica becomes the leader.
+fn tokio_stream_of(
+    rx: tokio::sync::watch::Receiver<lease::Leadership>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(false, move |was| {
+        let mut rx = rx.clone();
+        async move {
+            let mut was = was;
+            loop {
+                let now = rx.borrow_and_update().is_leading();
+                if now && !was {
+                    return Some(((), true));
+                }
+                was = now;
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        }
+    })
+    .boxed()
+}
