@@ -181,13 +181,12 @@ pub async fn run(
                         &options.s3,
                         secret_value(&existing, "accessKey"),
                         secret_value(&existing, "secretKey"),
-                    ) {
-                        if granted.get(&key) != Some(&ak) {
-                            if let Some(old) = granted.insert(key.clone(), ak.clone()) {
-                                s3.registry().revoke(&old);
-                            }
-                            s3.registry().grant(&ak, &sk, real);
+                    ) && granted.get(&key) != Some(&ak)
+                    {
+                        if let Some(old) = granted.insert(key.clone(), ak.clone()) {
+                            s3.registry().revoke(&old);
                         }
+                        s3.registry().grant(&ak, &sk, real);
                     }
                     if secret_value(&existing, "endpoint").as_deref() != Some(endpoint.as_str()) {
                         let patch = json!({"stringData": {"endpoint": endpoint}});

@@ -26,7 +26,10 @@
 //! Adding a simulator means adding a [`Sim`] variant, its CRDs and its module.
 
 pub mod cache;
+pub mod cnpg;
 pub mod cosi;
+pub mod pg;
+pub mod podlog;
 pub mod s3;
 pub mod velero;
 
@@ -45,12 +48,14 @@ pub enum Sim {
     Velero,
     /// The S3 object store (not an operator: the server the COSI buckets live in).
     S3,
+    /// CloudNativePG and its barman-cloud plugin, over real PostgreSQL and barman-cloud.
+    Cnpg,
 }
 
 impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        use api::thirdparty::{apps, cosi, permissive_crd, velero};
+        use api::thirdparty::{apps, barman, cnpg, cosi, permissive_crd, velero};
         match self {
             Sim::Cosi => vec![
                 permissive_crd::<cosi::BucketClaim>(true),
@@ -58,6 +63,11 @@ impl Sim {
             ],
             Sim::Velero => vec![permissive_crd::<velero::BackupStorageLocation>(true)],
             Sim::S3 => vec![],
+            Sim::Cnpg => vec![
+                permissive_crd::<cnpg::Cluster>(true),
+                permissive_crd::<cnpg::Backup>(true),
+                permissive_crd::<barman::ObjectStore>(true),
+            ],
         }
     }
 }
@@ -104,6 +114,16 @@ pub struct Args {
     /// S3: HTTPS listen address (the external ingress endpoint, dev CA).
     #[arg(long, env = "S3_HTTPS_ADDR", default_value = "127.0.0.1:0")]
     pub s3_https_addr: std::net::SocketAddr,
+    /// CNPG: directory of the PostgreSQL binaries.
+    #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
+    pub pg_bin_dir: std::path::PathBuf,
+    /// CNPG: the unprivileged account PostgreSQL runs as when this process runs as root
+    /// (`nobody` when it does not exist).
+    #[arg(long, env = "PG_USER", default_value = "postgres")]
+    pub pg_user: String,
+    /// CNPG: pause before a failed recovery is tried again in a new recovery pod.
+    #[arg(long, env = "CNPG_RECOVERY_RETRY_MS", default_value_t = 2000)]
+    pub cnpg_recovery_retry_ms: u64,
 }
 
 /// Creates each CRD unless a CRD of that name exists.
@@ -138,6 +158,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "dataDir": args.data_dir,
             "s3HttpAddr": args.s3_http_addr.to_string(),
             "s3HttpsAddr": args.s3_https_addr.to_string(),
+            "pgBinDir": args.pg_bin_dir,
+            "pgUser": args.pg_user,
+            "cnpgRecoveryRetryMs": args.cnpg_recovery_retry_ms,
         }),
     )
     .await?;
@@ -161,6 +184,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
+    let cnpg_registry = cnpg::Registry::default();
     let mut tasks = tokio::task::JoinSet::new();
     for sim in &args.sims {
         match sim {
@@ -179,6 +203,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 tasks.spawn(velero::run(client.clone(), daemon.readiness.clone()));
             }
             Sim::S3 => {}
+            Sim::Cnpg => {
+                let run_as = pg::resolve_run_as(&args.pg_user);
+                let root = cnpg::usable_root(&data_dir.path().join("pg"), run_as);
+                tasks.spawn(cnpg::run(
+                    client.clone(),
+                    cnpg::Options {
+                        toolchain: pg::Toolchain {
+                            bin_dir: args.pg_bin_dir.clone(),
+                            run_as,
+                        },
+                        root,
+                        default_ca: s3.as_ref().map(|s| s.endpoints().ca_file.clone()),
+                        recovery_retry: Duration::from_millis(args.cnpg_recovery_retry_ms),
+                    },
+                    cnpg_registry.clone(),
+                    daemon.readiness.clone(),
+                ));
+            }
         }
     }
     let shutdown = daemon.shutdown.clone();
@@ -190,10 +232,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     r.context("simulator task")??;
                 }
             }
+            // Stop every PostgreSQL before the tasks that watch them go away.
+            cnpg_registry.stop_all().await;
             tasks.abort_all();
             Ok(())
         })
         .await;
+    let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
     drop(data_dir);
     result
 }
