@@ -285,6 +285,7 @@ async fn bootstrap_seed_commands_drift_prune_invalid_config_and_restart() {
         operator_sims::cosi::Options {
             delay: Duration::from_millis(100),
             endpoint: "s3.example.com".into(),
+            s3: None,
         },
         sims_readiness.clone(),
     ));
@@ -610,6 +611,7 @@ async fn a_missing_velero_crd_does_not_block_the_other_objects() {
         operator_sims::cosi::Options {
             delay: Duration::from_millis(10),
             endpoint: "s3.example.com".into(),
+            s3: None,
         },
         runtime::Readiness::default(),
     ));

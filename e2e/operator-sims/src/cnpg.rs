@@ -32,7 +32,7 @@ use std::time::Duration;
 use api::thirdparty::barman::ObjectStore;
 use api::thirdparty::cnpg::{Backup, Cluster};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -722,13 +722,8 @@ impl Instance {
                 },
                 "spec": spec,
             });
-            let Ok(pvc) = serde_json::from_value::<PersistentVolumeClaim>(pvc) else {
-                continue;
-            };
-            match api.create(&PostParams::default(), &pvc).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => tracing::warn!(error = %e, "creating a PVC failed"),
+            if let Err(e) = podlog::create_owned(&api, pvc).await {
+                tracing::warn!(error = %e, "creating a PVC failed");
             }
         }
     }

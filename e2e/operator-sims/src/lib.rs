@@ -28,6 +28,7 @@
 pub mod cache;
 pub mod cnpg;
 pub mod cosi;
+pub mod flux;
 pub mod pg;
 pub mod podlog;
 pub mod s3;
@@ -50,12 +51,14 @@ pub enum Sim {
     S3,
     /// CloudNativePG and its barman-cloud plugin, over real PostgreSQL and barman-cloud.
     Cnpg,
+    /// Flux helm-controller (and cozystack-api) for Postgres applications.
+    Flux,
 }
 
 impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        use api::thirdparty::{apps, barman, cnpg, cosi, permissive_crd, velero};
+        use api::thirdparty::{apps, barman, cnpg, cosi, flux, permissive_crd, velero};
         match self {
             Sim::Cosi => vec![
                 permissive_crd::<cosi::BucketClaim>(true),
@@ -66,6 +69,13 @@ impl Sim {
             Sim::Cnpg => vec![
                 permissive_crd::<cnpg::Cluster>(true),
                 permissive_crd::<cnpg::Backup>(true),
+                permissive_crd::<barman::ObjectStore>(true),
+            ],
+            Sim::Flux => vec![
+                permissive_crd::<apps::Postgres>(true),
+                permissive_crd::<flux::HelmRelease>(true),
+                // The rendered kinds, so that Flux alone can apply them.
+                permissive_crd::<cnpg::Cluster>(true),
                 permissive_crd::<barman::ObjectStore>(true),
             ],
         }
@@ -220,6 +230,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     cnpg_registry.clone(),
                     daemon.readiness.clone(),
                 ));
+            }
+            Sim::Flux => {
+                tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
             }
         }
     }

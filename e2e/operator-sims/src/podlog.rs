@@ -11,15 +11,42 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-/// Creates a Pod (409 is fine: it exists).
+/// Creates a Pod (see [`create_owned`]).
 pub async fn create_pod(client: &kube::Client, ns: &str, pod: Value) -> Result<(), kube::Error> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pod: Pod = serde_json::from_value(pod).map_err(kube::Error::SerdeError)?;
-    match api.create(&PostParams::default(), &pod).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
+    create_owned(&Api::<Pod>::namespaced(client.clone(), ns), pod).await
+}
+
+/// Creates an object. One of the same name that belongs to the same owner is kept; one left by an
+/// earlier owner of the same name (a deleted and re-created Cluster, before the garbage collector
+/// got to it) is replaced.
+pub async fn create_owned<K>(api: &Api<K>, body: Value) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(body.clone()).map_err(kube::Error::SerdeError)?;
+    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+    let owner = body["metadata"]["ownerReferences"][0]["uid"].clone();
+    for _ in 0..3 {
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let Some(existing) = api.get_opt(name).await? else {
+                    continue;
+                };
+                let existing = serde_json::to_value(existing).map_err(kube::Error::SerdeError)?;
+                if existing["metadata"]["ownerReferences"][0]["uid"] == owner {
+                    return Ok(());
+                }
+                match api.delete(name, &kube::api::DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
+    Ok(())
 }
 
 /// Sets a Pod's `status.phase` (and container state) as the kubelet would after the container exits.

@@ -9,110 +9,15 @@
 //! and a backup fail with the S3 server's error; and no PostgreSQL process outlives its Cluster or
 //! the simulator.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod common;
 
-use harness::{DaemonSpec, Harness};
+use std::path::PathBuf;
+
+use common::*;
+use harness::Harness;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::ApiResource;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
-
-const TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn eventually<F, Fut, T>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn api<K: kube::Resource<DynamicType = ()>>(h: &Harness, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(h.client(), ns, &ApiResource::erase::<K>(&()))
-}
-
-async fn apply(api: &Api<DynamicObject>, body: Value) {
-    let name = body["metadata"]["name"].as_str().unwrap().to_owned();
-    api.patch(
-        &name,
-        &PatchParams::apply("dataplane-test").force(),
-        &Patch::Apply(&body),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying {name}: {e}"));
-}
-
-async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
-    api.get_opt(name)
-        .await
-        .unwrap()
-        .map(|o| serde_json::to_value(o).unwrap())
-}
-
-async fn secret_data(h: &Harness, ns: &str, name: &str) -> Option<BTreeMap<String, String>> {
-    let s = Api::<Secret>::namespaced(h.client(), ns)
-        .get_opt(name)
-        .await
-        .unwrap()?;
-    Some(
-        s.data?
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8(v.0).unwrap()))
-            .collect(),
-    )
-}
-
-/// Runs SQL through `psql` with a connection URI, as a user would with the `-app` Secret.
-fn psql(uri: &str, sql: &str) -> String {
-    let out = std::process::Command::new("/usr/lib/postgresql/15/bin/psql")
-        .args([
-            uri,
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("psql");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-async fn cluster_uri(h: &Harness, ns: &str, secret: &str) -> String {
-    secret_data(h, ns, secret).await.unwrap()["uri"].clone()
-}
-
-async fn wait_healthy(h: &Harness, ns: &str, name: &str) {
-    let clusters = api::<api::thirdparty::cnpg::Cluster>(h, ns);
-    eventually(&format!("Cluster {name} healthy"), || {
-        let clusters = clusters.clone();
-        async move {
-            let c = get(&clusters, name).await?;
-            (c["status"]["phase"] == "Cluster in healthy state").then_some(())
-        }
-    })
-    .await;
-}
 
 fn object_store(name: &str, bucket: &str, endpoint: &str, path: &str) -> Value {
     json!({
@@ -153,51 +58,11 @@ fn recovery_cluster(name: &str, source: &str, target_time: Option<&str>) -> Valu
     })
 }
 
-/// Processes whose command line mentions `dir` (PostgreSQL servers, barman commands).
-fn processes_under(dir: &Path) -> Vec<String> {
-    let needle = dir.display().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(&needle) {
-                found.push(text);
-            }
-        }
-    }
-    found
-}
-
-fn kubectl_logs(h: &Harness, ns: &str, pod: &str, container: &str) -> String {
-    let out = std::process::Command::new("kubectl")
-        .env("KUBECONFIG", h.kubeconfig_path())
-        .env("KUBECACHEDIR", h.work_dir().join("kubecache"))
-        .args(["-n", ns, "logs", pod, "-c", container])
-        .output()
-        .expect("kubectl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
     let mut h = Harness::start().await.unwrap();
     let ns = h.temp_namespace("dataplane").await.unwrap();
-    let data_dir: PathBuf = h.work_dir().join("data");
-    h.spawn_ready(
-        DaemonSpec::new(
-            "operator-sims",
-            PathBuf::from(env!("CARGO_BIN_EXE_operator-sims")),
-        )
-        .args([
-            "--sims=s3,cosi,cnpg".to_owned(),
-            "--cosi-delay-ms=10".to_owned(),
-            "--cnpg-recovery-retry-ms=500".to_owned(),
-            format!("--data-dir={}", data_dir.display()),
-        ]),
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let data_dir = spawn_sims(&mut h, "s3,cosi,cnpg", &[]).await;
 
     // A bucket with real keys, copied into the Secret the ObjectStores name.
     apply(
