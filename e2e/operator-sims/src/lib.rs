@@ -214,6 +214,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             Sim::S3 => {}
             Sim::Cnpg => {
+                // Instance directories left by a process that did not stop cleanly are stale:
+                // their servers died with it.
+                let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
                 let run_as = pg::resolve_run_as(&args.pg_user);
                 let root = cnpg::usable_root(&data_dir.path().join("pg"), run_as);
                 tasks.spawn(cnpg::run(
