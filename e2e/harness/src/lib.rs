@@ -13,12 +13,14 @@
 //! directory, so tests never share state; daemons are killed when the harness is dropped.
 
 mod daemon;
+mod dataplane;
 mod emulator;
 mod http;
 
 use std::path::{Path, PathBuf};
 
 pub use daemon::{Daemon, DaemonSpec};
+pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 
 /// Errors of the harness.

@@ -668,6 +668,9 @@ impl Instance {
             )
             .await;
         self.create_pvcs(&cluster).await;
+        if !cluster["spec"]["bootstrap"]["pg_basebackup"].is_null() {
+            return Err("bootstrap.pg_basebackup is not supported by the simulator".into());
+        }
         let recovery = recovery_source(&cluster);
         match recovery {
             Err(e) => Err(e),

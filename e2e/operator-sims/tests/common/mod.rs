@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{DaemonSpec, Harness};
+use harness::Harness;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -132,25 +132,10 @@ pub fn kubectl_logs(h: &Harness, ns: &str, pod: &str, container: &str) -> String
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Spawns `operator-sims` with these simulators and a data directory in the harness's work dir.
+/// Spawns `operator-sims` with these simulators (fast COSI, short recovery retries); returns the
+/// data directory.
 pub async fn spawn_sims(h: &mut Harness, sims: &str, extra: &[&str]) -> PathBuf {
-    let data_dir = h.work_dir().join("data");
-    let mut args = vec![
-        format!("--sims={sims}"),
-        "--cosi-delay-ms=10".to_owned(),
-        "--cnpg-recovery-retry-ms=500".to_owned(),
-        format!("--data-dir={}", data_dir.display()),
-    ];
-    args.extend(extra.iter().map(|s| (*s).to_owned()));
-    h.spawn_ready(
-        DaemonSpec::new(
-            "operator-sims",
-            PathBuf::from(env!("CARGO_BIN_EXE_operator-sims")),
-        )
-        .args(args),
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
-    data_dir
+    let mut args = vec!["--cosi-delay-ms=10", "--cnpg-recovery-retry-ms=500"];
+    args.extend(extra);
+    h.spawn_dataplane(sims, &args).await.unwrap().data_dir
 }
