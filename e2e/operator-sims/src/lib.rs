@@ -322,5 +322,23 @@ mod tests {
             ]
         );
         assert_eq!(names(Sim::Velero), ["backupstoragelocations.velero.io"]);
+        assert_eq!(
+            names(Sim::Cnpg),
+            [
+                "clusters.postgresql.cnpg.io",
+                "backups.postgresql.cnpg.io",
+                "objectstores.barmancloud.cnpg.io"
+            ]
+        );
+        assert_eq!(
+            names(Sim::Flux),
+            [
+                "postgreses.apps.cozystack.io",
+                "helmreleases.helm.toolkit.fluxcd.io",
+                "clusters.postgresql.cnpg.io",
+                "objectstores.barmancloud.cnpg.io"
+            ]
+        );
+        assert!(names(Sim::S3).is_empty());
     }
 }

@@ -258,7 +258,10 @@ const ARCHIVE_WAL: &str = r#"#!/bin/sh
 dir=$(dirname "$0")/..
 [ -f "$dir/archive.env" ] || exit 0
 . "$dir/archive.env"
-if [ -n "$ARCHIVE_DELAY_SECONDS" ]; then sleep "$ARCHIVE_DELAY_SECONDS"; fi
+if [ -n "$ARCHIVE_DELAY_SECONDS" ]; then
+  echo "cnpg-sim: slow archiver: waiting ${ARCHIVE_DELAY_SECONDS}s before archiving $(basename "$1")" >&2
+  sleep "$ARCHIVE_DELAY_SECONDS"
+fi
 # shellcheck disable=SC2086
 if barman-cloud-wal-archive $BARMAN_ARGS "$DESTINATION" "$SERVER_NAME" "$1"; then
   echo "cnpg-sim: archived WAL file $(basename "$1")" >&2

@@ -307,6 +307,67 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
         .await
         .unwrap();
 
+    // Test controls: a failing backup, a hanging backup, a slow archiver.
+    let annotate = |key: &str, value: Value| {
+        let clusters = clusters.clone();
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        async move {
+            clusters
+                .patch(
+                    "postgres-src",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let finished = |name: &'static str| {
+        let backups = backups.clone();
+        async move {
+            eventually(&format!("Backup {name} finished"), || {
+                let backups = backups.clone();
+                async move {
+                    let b = get(&backups, name).await?;
+                    matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
+                        .then(|| b["status"].clone())
+                }
+            })
+            .await
+        }
+    };
+    annotate(
+        "operator-sims.cozy-backups.io/fail-backup",
+        json!("injected failure"),
+    )
+    .await;
+    apply(&backups, plugin_backup("injected")).await;
+    let status = finished("injected").await;
+    assert_eq!(
+        (status["phase"].as_str(), status["error"].as_str()),
+        (Some("failed"), Some("injected failure"))
+    );
+    annotate("operator-sims.cozy-backups.io/fail-backup", Value::Null).await;
+    annotate("operator-sims.cozy-backups.io/hang", json!("true")).await;
+    apply(&backups, plugin_backup("hung")).await;
+    eventually("the hung Backup started", || {
+        let backups = backups.clone();
+        async move { (get(&backups, "hung").await?["status"]["phase"] == "started").then_some(()) }
+    })
+    .await;
+    annotate("operator-sims.cozy-backups.io/archive-delay", json!("1s")).await;
+    annotate("operator-sims.cozy-backups.io/hang", Value::Null).await;
+    assert_eq!(finished("hung").await["phase"], "completed");
+    eventually("the slow archiver in the server log", || {
+        let log = kubectl_logs(&h, &ns, "postgres-src-1", "postgres");
+        async move {
+            log.contains("cnpg-sim: slow archiver: waiting 1s before archiving")
+                .then_some(())
+        }
+    })
+    .await;
+    annotate("operator-sims.cozy-backups.io/archive-delay", Value::Null).await;
+
     // Wrong keys: archiving and a backup fail with the S3 server's own error.
     secrets
         .replace("pg-s3", &PostParams::default(), &{
