@@ -2,7 +2,8 @@
 //! over HTTPS trusting the development CA — multipart upload, list, head, get, delete — and the
 //! refusals a real S3 gives: a wrong secret key (403 SignatureDoesNotMatch), an unknown access key
 //! (403 InvalidAccessKeyId), another user's bucket (403 AccessDenied), and a client that does not
-//! trust the CA (certificate verification failure).
+//! trust the CA (certificate verification failure). Then the COSI simulator's keys against it:
+//! they authenticate, and rotated (stale) keys are refused.
 
 use std::process::Command;
 
@@ -163,4 +164,89 @@ async fn boto3_round_trip_and_real_refusals() {
     .unwrap();
     assert_eq!(out, "client-error 403 InvalidAccessKeyId");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// COSI with the S3 server: the credentials Secret's keys work against its bucket; deleting the
+/// Secret rotates them, and the stale pair is refused from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cosi_keys_authenticate_and_rotated_keys_fail() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+    use kube::core::ApiResource;
+
+    let mut h = harness::Harness::start().await.unwrap();
+    let ns = h.temp_namespace("cosi-s3").await.unwrap();
+    let plane = h
+        .spawn_dataplane("s3,cosi", &["--cosi-delay-ms=10"])
+        .await
+        .unwrap();
+    let buckets: Api<DynamicObject> = Api::namespaced_with(
+        h.client(),
+        &ns,
+        &ApiResource::erase::<api::thirdparty::apps::Bucket>(&()),
+    );
+    buckets
+        .patch(
+            "b",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Bucket",
+                "metadata": {"name": "b"}, "spec": {"users": {"system": {}}},
+            })),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(h.client(), &ns);
+    let read = |secrets: Api<Secret>| async move {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(s) = secrets
+                .get_opt("bucket-b-system-credentials")
+                .await
+                .unwrap()
+            {
+                let d = s.data.unwrap();
+                let get = |k: &str| String::from_utf8(d[k].0.clone()).unwrap();
+                return (
+                    get("accessKey"),
+                    get("secretKey"),
+                    get("endpoint"),
+                    get("bucketName"),
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no credentials Secret"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let (ak, sk, endpoint, bucket) = read(secrets.clone()).await;
+    assert_eq!(format!("https://{endpoint}"), plane.https);
+    let ca = plane.ca_file.display().to_string();
+    let list = |ak: String, sk: String| {
+        let (endpoint, bucket, ca) = (plane.https.clone(), bucket.clone(), ca.clone());
+        tokio::task::spawn_blocking(move || boto3(&endpoint, &bucket, &ak, &sk, &ca, "list"))
+    };
+    assert_eq!(list(ak.clone(), sk.clone()).await.unwrap(), "listed");
+
+    secrets
+        .delete("bucket-b-system-credentials", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (new_ak, new_sk) = loop {
+        let (a, s, _, _) = read(secrets.clone()).await;
+        if a != ak {
+            break (a, s);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(list(new_ak, new_sk).await.unwrap(), "listed");
+    assert_eq!(
+        list(ak, sk.clone()).await.unwrap(),
+        "client-error 403 InvalidAccessKeyId"
+    );
+    let log = h.daemon("operator-sims").unwrap().log();
+    assert!(!log.contains(&sk), "a secret key reached the log");
+    h.cleanup().await.unwrap();
 }
