@@ -1,95 +1,19 @@
 //! Pure state and decisions: the observed ApplicationDefinition set and what to do with the
 //! Deployment. Nothing here talks to the API.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::DynamicObject;
-use kube::runtime::watcher;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
-/// The ApplicationDefinitions seen by the watch: `metadata.name` → `spec`.
-///
-/// A re-list (`Init` … `InitDone`) replaces the set atomically, so deletions missed while the watch
-/// was down are reflected too. Until the first `InitDone` the set is not known ([`Self::is_synced`]).
-#[derive(Debug, Default)]
-pub struct Definitions {
-    current: BTreeMap<String, Option<Value>>,
-    relist: Option<BTreeMap<String, Option<Value>>>,
-    synced: bool,
-}
-
-/// What a watch event means for the debounce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// Part of a re-list in progress: wait for its end.
-    None,
-    /// The set (may have) changed: start or extend the debounce.
-    Changed,
-}
-
-impl Definitions {
-    /// Applies one watch event.
-    pub fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Change {
-        match event {
-            watcher::Event::Init => {
-                self.relist = Some(BTreeMap::new());
-                Change::None
-            }
-            watcher::Event::InitApply(obj) => {
-                let (name, spec) = entry(obj);
-                self.relist
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(name, spec);
-                Change::None
-            }
-            watcher::Event::InitDone => {
-                self.current = self.relist.take().unwrap_or_default();
-                self.synced = true;
-                Change::Changed
-            }
-            watcher::Event::Apply(obj) => {
-                let (name, spec) = entry(obj);
-                self.current.insert(name, spec);
-                Change::Changed
-            }
-            watcher::Event::Delete(obj) => {
-                self.current.remove(&entry(obj).0);
-                Change::Changed
-            }
-        }
-    }
-
-    /// True once the first full list arrived; before that no hash may be computed (it would be the
-    /// hash of an empty or partial set).
-    pub fn is_synced(&self) -> bool {
-        self.synced
-    }
-
-    /// Number of definitions.
-    pub fn len(&self) -> usize {
-        self.current.len()
-    }
-
-    /// True when there are no definitions.
-    pub fn is_empty(&self) -> bool {
-        self.current.is_empty()
-    }
-
-    /// The config hash of the current set.
-    pub fn hash(&self) -> Result<String, appdef::HashError> {
-        appdef::config_hash(
-            self.current
-                .iter()
-                .map(|(name, spec)| (name.as_str(), spec.as_ref())),
-        )
-    }
-}
-
-fn entry(obj: DynamicObject) -> (String, Option<Value>) {
-    let name = obj.metadata.name.unwrap_or_default();
-    let mut data = obj.data;
-    let spec = data.get_mut("spec").map(Value::take);
-    (name, spec)
+/// The config hash of the definitions a cache holds (`metadata.name` and `spec` of each).
+pub fn hash_of(definitions: &[Arc<DynamicObject>]) -> Result<String, appdef::HashError> {
+    appdef::config_hash(
+        definitions
+            .iter()
+            .map(|d| (d.metadata.name.as_deref().unwrap_or(""), d.data.get("spec"))),
+    )
 }
 
 /// The pod-template annotation `key` of a Deployment, if set.
@@ -171,32 +95,14 @@ mod tests {
     }
 
     #[test]
-    fn relist_replaces_the_set_and_marks_it_synced() {
-        let mut defs = Definitions::default();
-        assert!(!defs.is_synced());
-        assert_eq!(defs.apply(watcher::Event::Init), Change::None);
-        assert_eq!(
-            defs.apply(watcher::Event::InitApply(def("a", "A"))),
-            Change::None
-        );
-        assert!(!defs.is_synced(), "a partial list is not the set");
-        assert_eq!(defs.apply(watcher::Event::InitDone), Change::Changed);
-        assert!(defs.is_synced());
-        let one = defs.hash().unwrap();
-        assert_eq!(
-            defs.apply(watcher::Event::Apply(def("b", "B"))),
-            Change::Changed
-        );
-        let two = defs.hash().unwrap();
+    fn the_hash_covers_names_and_specs_only() {
+        let one = hash_of(&[Arc::new(def("a", "A"))]).unwrap();
+        let mut relabelled = def("a", "A");
+        relabelled.metadata.labels = None;
+        assert_eq!(hash_of(&[Arc::new(relabelled)]).unwrap(), one);
+        let two = hash_of(&[Arc::new(def("a", "A")), Arc::new(def("b", "B"))]).unwrap();
         assert_ne!(one, two);
-        // A re-list without `b` (its deletion was missed) drops it.
-        defs.apply(watcher::Event::Init);
-        defs.apply(watcher::Event::InitApply(def("a", "A")));
-        defs.apply(watcher::Event::InitDone);
-        assert_eq!((defs.len(), defs.hash().unwrap()), (1, one.clone()));
-        defs.apply(watcher::Event::Apply(def("b", "B")));
-        defs.apply(watcher::Event::Delete(def("b", "B")));
-        assert_eq!(defs.hash().unwrap(), one);
+        assert_ne!(hash_of(&[Arc::new(def("a", "B"))]).unwrap(), one);
     }
 
     #[test]

@@ -17,18 +17,20 @@
 //! failover at any instant neither loses nor duplicates a roll; a burst of changes produces one
 //! patch after it settles; an unchanged hash never writes. See `docs/apidef-restarter.md`.
 
-pub mod debounce;
 pub mod decide;
 pub mod metrics;
 pub mod restarter;
 
+use std::time::Duration;
+
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
-use runtime::{AdminArgs, ClientArgs, Daemon, LeaseArgs, LogArgs};
+use kube::api::DynamicObject;
+use lease::LeaderElector;
+use runtime::{
+    AdminArgs, ClientArgs, Daemon, LeaseArgs, LogArgs, Singleton, Trigger, Watch, WatchContext,
+};
 use serde::Serialize;
-use std::time::Duration;
 
 /// The component name (lease, metrics prefix, logs).
 pub const COMPONENT: &str = "apidef-restarter";
@@ -51,7 +53,7 @@ pub struct Args {
     pub lease: LeaseArgs,
     /// Quiet period after the last ApplicationDefinition change before the hash is evaluated
     /// (trailing edge), e.g. `5s`, `1500ms`, `1m`.
-    #[arg(long, env = "APIDEF_DEBOUNCE", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "APIDEF_DEBOUNCE", default_value = "5s", value_parser = runtime::duration::parse)]
     pub debounce: Duration,
     /// Namespace of the Deployment to roll.
     #[arg(long, env = "APIDEF_TARGET_NAMESPACE", default_value = "cozy-system")]
@@ -72,7 +74,7 @@ pub struct Args {
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
     /// Debounce window.
-    #[serde(serialize_with = "as_millis")]
+    #[serde(serialize_with = "runtime::duration::serialize")]
     pub debounce: Duration,
     /// Deployment namespace.
     pub namespace: String,
@@ -82,10 +84,6 @@ pub struct Config {
     pub annotation: String,
     /// Lease endpoint (`none` = single replica).
     pub lease_endpoint: String,
-}
-
-fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format!("{}ms", d.as_millis()))
 }
 
 impl Args {
@@ -101,58 +99,43 @@ impl Args {
     }
 }
 
-/// Parses `500ms`, `5s`, `2m` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 5s or 2m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
-}
-
-/// The two watches the restarter consumes, each marking its readiness check once its initial list
-/// is complete: every ApplicationDefinition (untyped, so a malformed one cannot break the stream),
-/// and the one Deployment.
-pub fn watch_streams(
+/// The restarter's loop, ready to run: watches every ApplicationDefinition (untyped, so a
+/// malformed one cannot break the watch) and the one Deployment (RBAC grants it by name, which
+/// the API server honours for list/watch with the matching field selector), and evaluates
+/// `--debounce` after a burst of definition changes settles, and at once when the Deployment
+/// changes.
+pub fn restarter_loop(
     client: &kube::Client,
-    config: &Config,
-    readiness: &runtime::Readiness,
-) -> (
-    impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + use<>,
-    impl futures::Stream<Item = Result<watcher::Event<Deployment>, watcher::Error>> + use<>,
-) {
-    let definitions = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &appdef::api_resource()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        readiness.register("watch ApplicationDefinition"),
-    );
-    // RBAC grants this Deployment by name only, which the API server honours for list/watch when
-    // the request carries the matching field selector.
-    let deployment = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<Deployment>::namespaced(client.clone(), &config.namespace),
-            watcher::Config::default().fields(&format!("metadata.name={}", config.deployment)),
-        )
-        .default_backoff(),
-        readiness.register(&format!(
-            "watch Deployment {}/{}",
+    config: Config,
+    elector: LeaderElector,
+    ctx: &WatchContext,
+) -> impl std::future::Future<Output = Result<(), runtime::ElectorClosed>> + use<> {
+    let definitions_changed = Trigger::new();
+    let deployment_changed = Trigger::new();
+    let definitions = Watch::<DynamicObject>::new_with(client.clone(), appdef::api_resource())
+        .describe("ApplicationDefinition")
+        .cache(ctx, &definitions_changed);
+    let deployment = Watch::<Deployment>::new(client.clone())
+        .in_namespace(&config.namespace)
+        .named(&config.deployment)
+        .describe(&format!(
+            "Deployment {}/{}",
             config.namespace, config.deployment
-        )),
-    );
-    (definitions, deployment)
+        ))
+        .cache(ctx, &deployment_changed);
+    let synced = {
+        let (d, p) = (definitions.clone(), deployment.clone());
+        move || d.is_synced() && p.is_synced()
+    };
+    let singleton = Singleton::new(COMPONENT, "config-hash", elector.clone())
+        .on_change_debounced(&definitions_changed, config.debounce)
+        .on_debounced_fires(metrics::record_definition_events)
+        .on_change(&deployment_changed)
+        // Followers hash too (metrics, and a warm start), but never write.
+        .followers_evaluate()
+        .when(synced);
+    let work = restarter::Restarter::new(client.clone(), config, definitions, deployment);
+    singleton.run(work, ctx.shutdown.clone())
 }
 
 /// Starts the daemon and runs it until SIGTERM/SIGINT.
@@ -160,14 +143,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config();
     let daemon = Daemon::start(COMPONENT, &args.client, &args.admin, &args.log, &config).await?;
     let (elector, _work_leases) = daemon.leases(&args.lease, COMPONENT).await?;
-    let client = daemon.client.clone();
-
-    let (definitions, deployment) = watch_streams(&client, &config, &daemon.readiness);
-    let shutdown = daemon.shutdown.clone();
-    let restarter = restarter::Restarter::new(client, config, elector);
-    daemon
-        .run(restarter.run(definitions, deployment, shutdown))
-        .await
+    let work = restarter_loop(&daemon.client, config, elector, &daemon.watch_context());
+    daemon.run(async move { Ok(work.await?) }).await
 }
 
 #[cfg(test)]
@@ -194,16 +171,8 @@ mod tests {
                 "cozystack.io/config-hash"
             )
         );
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("fast").is_err());
+        let args = Args::parse_from(["apidef-restarter", "--debounce", "1500ms"]);
+        assert_eq!(args.debounce, Duration::from_millis(1500));
+        assert!(Args::try_parse_from(["apidef-restarter", "--debounce", "5h3"]).is_err());
     }
 }

@@ -56,3 +56,10 @@ pub fn register() {
     );
     metrics::gauge!(DEPLOYMENT_MISSING).set(0.0);
 }
+
+/// Counts definition changes seen by the debounced trigger: `fires` events, of which `coalesced`
+/// joined an already pending window.
+pub fn record_definition_events(fires: u64, coalesced: u64) {
+    metrics::counter!(DEFINITION_EVENTS).increment(fires);
+    metrics::counter!(COALESCED).increment(coalesced);
+}

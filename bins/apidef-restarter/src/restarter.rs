@@ -1,12 +1,9 @@
-//! The event loop: one task owns the definition set, the debounce and the retry timer, so there is
-//! no shared state and no lock.
+//! One evaluation of the config hash, run by the runtime's singleton loop.
 //!
 //! ```text
-//!  ApplicationDefinition watch ──► Definitions (name → spec) ──► Debouncer (trailing edge)
-//!                                                                    │ settled
-//!  Deployment watch (fieldSelector metadata.name) ──┐                ▼
-//!  leadership (lease) ──────────────────────────────┴──► evaluate(): hash ─► GET Deployment ─► decide
-//!                                                                    Skip │ Patch (merge, RV precondition)
+//!  ApplicationDefinition cache ──(debounced)──┐
+//!  Deployment cache (metadata.name) ──────────┤──► evaluate(): hash of the set ─► GET Deployment ─► decide
+//!  leadership (lease) ────────────────────────┘                       Skip │ Patch (merge, RV precondition)
 //! ```
 //!
 //! Invariants: nothing is remembered as "handled": every evaluation compares the hash of the set
@@ -15,20 +12,14 @@
 //! list; only the leader writes; a definition change while an evaluation or a roll is in flight
 //! restarts the debounce and is evaluated after it.
 
-use futures::{Stream, StreamExt};
+use std::time::Duration;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::watcher;
-use lease::{LeaderElector, Leadership};
-use runtime::{ControllerMetrics, Shutdown};
-use std::pin::pin;
-use std::time::Duration;
-use tokio::sync::watch;
-use tokio::time::Instant;
+use runtime::{Cache, Cause, ErrorClass, Pass, ReconcileError};
 
 use crate::Config;
-use crate::debounce::Debouncer;
-use crate::decide::{Change, Decision, Definitions, annotation_patch, decide, template_annotation};
+use crate::decide::{Decision, annotation_patch, decide, hash_of, template_annotation};
 use crate::metrics as m;
 
 /// Errors of one evaluation.
@@ -45,261 +36,94 @@ pub enum Error {
     Api(#[source] kube::Error),
 }
 
-impl Error {
-    /// Static metric label.
-    pub fn kind(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn kind(&self) -> &'static str {
         match self {
             Error::Hash(_) => "hash",
             Error::Conflict(_) => "conflict",
             Error::Api(_) => "api",
         }
     }
+
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Transient
+    }
+
+    /// A concurrent writer: re-read soon rather than backing off.
+    fn retry_delay(&self) -> Option<Duration> {
+        matches!(self, Error::Conflict(_)).then_some(Duration::from_secs(1))
+    }
 }
 
 /// What one evaluation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// This replica does not lead; nothing was read or written.
-    NotLeader,
+    /// The Deployment changed but already carries the current hash; nothing was read.
+    Current,
+    /// This replica does not lead; the hash was computed, nothing was written.
+    NotLeader {
+        /// The hash of the set.
+        hash: String,
+    },
     /// The Deployment does not exist yet.
-    WaitingForDeployment,
+    WaitingForDeployment {
+        /// The hash of the set.
+        hash: String,
+    },
     /// The annotation already holds the hash.
-    Skipped,
-    /// The annotation was written.
+    Skipped {
+        /// The hash of the set.
+        hash: String,
+    },
+    /// The annotation was written (the Deployment rolls).
     Patched {
         /// The previous value.
         from: Option<String>,
+        /// The hash written.
+        hash: String,
     },
 }
 
-const RETRY_BASE: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(60);
+impl runtime::Outcome for Outcome {
+    fn noteworthy(&self) -> bool {
+        !matches!(self, Outcome::Current | Outcome::NotLeader { .. })
+    }
+}
 
-/// The restarter's state, owned by its single task.
+/// The restarter's state between evaluations.
 pub struct Restarter {
     client: kube::Client,
     config: Config,
-    defs: Definitions,
-    debounce: Debouncer,
-    /// The hash computed by the last evaluation; only used to ignore Deployment events that
+    definitions: Cache<DynamicObject>,
+    deployment: Cache<Deployment>,
+    /// The hash computed by the last evaluation; only used to ignore Deployment changes that
     /// already carry it (a cache of a derived value, never a record of what was handled).
     desired: Option<String>,
-    elector: LeaderElector,
-    leadership: watch::Receiver<Leadership>,
-    retry_at: Option<Instant>,
-    retry_delay: Duration,
-    reconcile: std::sync::Arc<ControllerMetrics>,
 }
 
 impl Restarter {
-    /// A restarter that writes only while `elector` reports leadership.
-    pub fn new(client: kube::Client, config: Config, elector: LeaderElector) -> Self {
+    /// A restarter over these caches.
+    pub fn new(
+        client: kube::Client,
+        config: Config,
+        definitions: Cache<DynamicObject>,
+        deployment: Cache<Deployment>,
+    ) -> Self {
         m::register();
         Self {
             client,
-            debounce: Debouncer::new(config.debounce),
             config,
-            defs: Definitions::default(),
+            definitions,
+            deployment,
             desired: None,
-            leadership: elector.subscribe(),
-            elector,
-            retry_at: None,
-            retry_delay: RETRY_BASE,
-            reconcile: std::sync::Arc::new(ControllerMetrics::new(crate::COMPONENT, "config-hash")),
         }
     }
 
-    /// Runs until `shutdown` fires or a watch stream ends.
-    pub async fn run<D, P>(
-        mut self,
-        definitions: D,
-        deployment: P,
-        shutdown: Shutdown,
-    ) -> anyhow::Result<()>
-    where
-        D: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
-        P: Stream<Item = Result<watcher::Event<Deployment>, watcher::Error>>,
-    {
-        let mut definitions = pin!(definitions);
-        let mut deployment = pin!(deployment);
-        let mut leadership_open = true;
-        loop {
-            let wake = match (self.debounce.deadline(), self.retry_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            tokio::select! {
-                _ = shutdown.wait() => return Ok(()),
-                event = definitions.next() => match event {
-                    Some(Ok(event)) => self.on_definition(event),
-                    Some(Err(err)) => tracing::warn!(error = %err, "ApplicationDefinition watch error; retrying"),
-                    None => anyhow::bail!("the ApplicationDefinition watch ended"),
-                },
-                event = deployment.next() => match event {
-                    Some(Ok(event)) => self.on_deployment(event).await,
-                    Some(Err(err)) => tracing::warn!(error = %err, "Deployment watch error; retrying"),
-                    None => anyhow::bail!("the Deployment watch ended"),
-                },
-                changed = self.leadership.changed(), if leadership_open => {
-                    if changed.is_err() {
-                        // The elector is gone; keep the last known leadership.
-                        leadership_open = false;
-                        continue;
-                    }
-                    let now_leading = self.leadership.borrow_and_update().is_leading();
-                    tracing::info!(leading = now_leading, "leadership changed");
-                    if now_leading && !self.debounce.is_pending() {
-                        self.evaluate("acquired leadership").await;
-                    }
-                }
-                _ = sleep_until(wake), if wake.is_some() => {
-                    let now = Instant::now();
-                    if self.debounce.fire_if_due(now) {
-                        self.retry_at = None;
-                        self.evaluate("definitions settled").await;
-                    } else if self.retry_at.is_some_and(|r| now >= r) {
-                        self.retry_at = None;
-                        if !self.debounce.is_pending() {
-                            self.evaluate("retry").await;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn on_definition(&mut self, event: watcher::Event<DynamicObject>) {
-        if self.defs.apply(event) == Change::Changed {
-            metrics::counter!(m::DEFINITION_EVENTS).increment(1);
-            if self.debounce.event(Instant::now()) {
-                metrics::counter!(m::COALESCED).increment(1);
-            }
-            tracing::debug!(
-                definitions = self.defs.len(),
-                "definitions changed; debouncing"
-            );
-        }
-    }
-
-    async fn on_deployment(&mut self, event: watcher::Event<Deployment>) {
-        let deployment = match event {
-            watcher::Event::Apply(d) | watcher::Event::InitApply(d) => d,
-            watcher::Event::Delete(_) => {
-                metrics::gauge!(m::DEPLOYMENT_MISSING).set(1.0);
-                tracing::info!("the Deployment was deleted; waiting for it to reappear");
-                return;
-            }
-            watcher::Event::Init | watcher::Event::InitDone => return,
-        };
-        // A pending debounce will evaluate anyway; before the first full list nothing can be.
-        if !self.defs.is_synced() || self.debounce.is_pending() {
-            return;
-        }
-        let observed = template_annotation(&deployment, &self.config.annotation);
-        if observed.is_some() && observed == self.desired.as_deref() {
-            return;
-        }
-        self.evaluate("Deployment appeared or its annotation differs")
-            .await;
-    }
-
-    /// Evaluates now and records the outcome (metrics, log, retry timer).
-    async fn evaluate(&mut self, reason: &'static str) {
-        if !self.defs.is_synced() {
-            return;
-        }
-        let reconcile = self.reconcile.clone();
-        let timer = reconcile.start();
-        match self.evaluate_once().await {
-            Ok(outcome) => {
-                timer.finish(None);
-                self.retry_at = None;
-                self.retry_delay = RETRY_BASE;
-                let hash = self.desired.as_deref().unwrap_or_default();
-                let target = format!("{}/{}", self.config.namespace, self.config.deployment);
-                match &outcome {
-                    Outcome::Patched { from } => tracing::info!(
-                        reason, %target, old = from.as_deref().unwrap_or(""), new = hash,
-                        definitions = self.defs.len(), "patched the config hash; the Deployment rolls"
-                    ),
-                    Outcome::Skipped => tracing::info!(
-                        reason, %target, hash, definitions = self.defs.len(), "config hash unchanged; skipping"
-                    ),
-                    Outcome::WaitingForDeployment => tracing::info!(
-                        reason, %target, hash, "the Deployment does not exist; waiting for it"
-                    ),
-                    Outcome::NotLeader => {
-                        tracing::debug!(reason, hash, "not the leader; not writing")
-                    }
-                }
-            }
-            Err(err) => {
-                timer.finish(Some(err.kind()));
-                metrics::counter!(m::ERRORS, "kind" => err.kind()).increment(1);
-                let delay = match err {
-                    // A concurrent writer: re-read soon.
-                    Error::Conflict(_) => RETRY_BASE,
-                    _ => self.retry_delay,
-                };
-                self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
-                self.retry_at = Some(Instant::now() + delay);
-                tracing::warn!(reason, error = %err, source = ?std::error::Error::source(&err).map(ToString::to_string), retry_in = ?delay, "evaluation failed");
-            }
-        }
-    }
-
-    async fn evaluate_once(&mut self) -> Result<Outcome, Error> {
-        let hash = self.defs.hash()?;
-        metrics::counter!(m::HASH_COMPUTATIONS).increment(1);
-        self.set_desired(&hash);
-        if !self.elector.current().is_leading() {
-            return Ok(Outcome::NotLeader);
-        }
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        let current = api
-            .get_opt(&self.config.deployment)
-            .await
-            .map_err(Error::Api)?;
-        let missing = current.is_none();
-        metrics::gauge!(m::DEPLOYMENT_MISSING).set(if missing { 1.0 } else { 0.0 });
-        match decide(&hash, current.as_ref(), &self.config.annotation) {
-            Decision::WaitForDeployment => Ok(Outcome::WaitingForDeployment),
-            Decision::Skip => {
-                metrics::counter!(m::SKIPS).increment(1);
-                Ok(Outcome::Skipped)
-            }
-            Decision::Patch { from } => {
-                // Leadership may have moved while we read.
-                if !self.elector.current().is_leading() {
-                    return Ok(Outcome::NotLeader);
-                }
-                let rv = current
-                    .as_ref()
-                    .and_then(|d| d.metadata.resource_version.as_deref());
-                let patch = annotation_patch(&self.config.annotation, &hash, rv);
-                match api
-                    .patch(
-                        &self.config.deployment,
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {
-                        metrics::counter!(m::PATCHES).increment(1);
-                        Ok(Outcome::Patched { from })
-                    }
-                    Err(kube::Error::Api(s)) if s.code == 409 => {
-                        Err(Error::Conflict(kube::Error::Api(s)))
-                    }
-                    Err(kube::Error::Api(s)) if s.code == 404 => {
-                        metrics::gauge!(m::DEPLOYMENT_MISSING).set(1.0);
-                        Ok(Outcome::WaitingForDeployment)
-                    }
-                    Err(err) => Err(Error::Api(err)),
-                }
-            }
-        }
+    fn cached_annotation(&self) -> Option<String> {
+        let d = self
+            .deployment
+            .get(Some(&self.config.namespace), &self.config.deployment)?;
+        template_annotation(&d, &self.config.annotation).map(str::to_owned)
     }
 
     fn set_desired(&mut self, hash: &str) {
@@ -312,11 +136,85 @@ impl Restarter {
         metrics::gauge!(m::CONFIG_HASH_INFO, "hash" => hash.to_owned()).set(1.0);
         self.desired = Some(hash.to_owned());
     }
+
+    async fn patch(&self, current: Option<&Deployment>, hash: &str) -> Result<bool, Error> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        let rv = current.and_then(|d| d.metadata.resource_version.as_deref());
+        let patch = annotation_patch(&self.config.annotation, hash, rv);
+        match api
+            .patch(
+                &self.config.deployment,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::Conflict(kube::Error::Api(s))),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(err) => Err(Error::Api(err)),
+        }
+    }
 }
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+impl runtime::Evaluate for Restarter {
+    type Outcome = Outcome;
+    type Error = Error;
+
+    async fn evaluate(&mut self, pass: &Pass) -> Result<Outcome, Error> {
+        let result = self.evaluate_once(pass).await;
+        if let Err(err) = &result {
+            metrics::counter!(m::ERRORS, "kind" => err.kind()).increment(1);
+        }
+        result
+    }
+}
+
+impl Restarter {
+    async fn evaluate_once(&mut self, pass: &Pass) -> Result<Outcome, Error> {
+        // A Deployment event that already carries the hash needs no work (our own patch coming
+        // back, or a rollout progressing); any definition change arrives as a settled pass.
+        if pass.cause == Cause::Changed
+            && self.desired.is_some()
+            && self.cached_annotation() == self.desired
+        {
+            return Ok(Outcome::Current);
+        }
+        let hash = hash_of(&self.definitions.list())?;
+        metrics::counter!(m::HASH_COMPUTATIONS).increment(1);
+        self.set_desired(&hash);
+        if !pass.is_leading() {
+            return Ok(Outcome::NotLeader { hash });
+        }
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        let current = api
+            .get_opt(&self.config.deployment)
+            .await
+            .map_err(Error::Api)?;
+        metrics::gauge!(m::DEPLOYMENT_MISSING).set(if current.is_none() { 1.0 } else { 0.0 });
+        match decide(&hash, current.as_ref(), &self.config.annotation) {
+            Decision::WaitForDeployment => Ok(Outcome::WaitingForDeployment { hash }),
+            Decision::Skip => {
+                metrics::counter!(m::SKIPS).increment(1);
+                Ok(Outcome::Skipped { hash })
+            }
+            Decision::Patch { from } => {
+                // Leadership may have moved while we read.
+                if !pass.is_leading() {
+                    return Ok(Outcome::NotLeader { hash });
+                }
+                match self.patch(current.as_ref(), &hash).await {
+                    Ok(true) => {
+                        metrics::counter!(m::PATCHES).increment(1);
+                        Ok(Outcome::Patched { from, hash })
+                    }
+                    Ok(false) => {
+                        metrics::gauge!(m::DEPLOYMENT_MISSING).set(1.0);
+                        Ok(Outcome::WaitingForDeployment { hash })
+                    }
+                    Err(err) => Err(err),
+                }
+            }
+        }
     }
 }

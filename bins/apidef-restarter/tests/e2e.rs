@@ -10,7 +10,6 @@ use harness::{DaemonSpec, Harness};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -164,41 +163,32 @@ impl Env {
             .count()
     }
 
-    /// A counter or gauge of the daemon (0 when absent).
+    /// An unlabelled counter or gauge of the daemon (0 when absent).
     async fn metric(&mut self, name: &str) -> f64 {
-        let addr = self.h.daemon(BIN).unwrap().admin_addr.clone();
-        let body = tokio::task::spawn_blocking(move || http_get(&addr, "/metrics"))
+        let admin = self.h.daemon(BIN).unwrap().admin().await.unwrap();
+        let name = name.to_owned();
+        tokio::task::spawn_blocking(move || admin.metrics().value(&name, &[]))
             .await
             .unwrap()
-            .unwrap_or_default();
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or(0.0)
     }
 
     /// Waits until the annotation equals the hash of the current definitions.
     async fn wait_for_annotation(&self, hash: &str) {
-        let deadline = Instant::now() + DEADLINE;
-        while self.annotation().await.as_deref() != Some(hash) {
-            assert!(
-                Instant::now() < deadline,
-                "annotation never became {hash}; it is {:?}",
-                self.annotation().await
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        harness::until(&format!("the annotation to become {hash}"), || async {
+            self.annotation().await.as_deref() == Some(hash)
+        })
+        .await;
     }
 
     async fn wait_for_metric(&mut self, name: &str, pred: impl Fn(f64) -> bool) -> f64 {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let v = self.metric(name).await;
-            if pred(v) {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "{name} stayed at {v}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let admin = self.h.daemon(BIN).unwrap().admin().await.unwrap();
+        harness::eventually(&format!("{name} to move"), || {
+            let admin = admin.clone();
+            let v = admin.metrics().value(name, &[]);
+            let ok = pred(v);
+            async move { ok.then_some(v) }
+        })
+        .await
     }
 
     /// Proves the daemon has evaluated everything that happened so far: a metadata-only edit
@@ -233,22 +223,6 @@ const MISSING: &str = "cozy_backups_apidef_restarter_deployment_missing";
 fn schema(revision: u32) -> String {
     json!({"type": "object", "properties": {"size": {"type": "string", "description": format!("revision {revision} <b>&</b>")}}})
         .to_string()
-}
-
-/// `GET http://{addr}{path}` → body (the admin server answers with a Content-Length body).
-fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf)?;
-    Ok(buf
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default())
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! leadership channel the test drives (the shape the networked lease client delivers), and patches
 //! are counted from the emulator's audit log.
 
-use apidef_restarter::{Args, restarter::Restarter, watch_streams};
+use apidef_restarter::{Args, restarter_loop};
 use clap::Parser;
 use harness::Harness;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -99,11 +99,17 @@ async fn only_the_leader_patches() {
         "200ms",
     ])
     .config();
-    let readiness = runtime::Readiness::default();
-    let (definitions, deployment) = watch_streams(&client, &config, &readiness);
     let shutdown = runtime::Shutdown::new();
-    let restarter = Restarter::new(client.clone(), config, LeaderElector::from_receiver(rx));
-    let task = tokio::spawn(restarter.run(definitions, deployment, shutdown.clone()));
+    let ctx = runtime::WatchContext {
+        readiness: runtime::Readiness::default(),
+        shutdown: shutdown.clone(),
+    };
+    let task = tokio::spawn(restarter_loop(
+        &client,
+        config,
+        LeaderElector::from_receiver(rx),
+        &ctx,
+    ));
 
     // A follower evaluates (it hashes) but never writes.
     until("the follower's first evaluation", async || {

@@ -52,10 +52,17 @@ pub struct ProjectionArgs {
     /// Comma-separated system namespaces that always hold a copy (e.g. `cozy-velero`).
     #[arg(long, env = "BACKUP_STORAGE_SYSTEM_NAMESPACES", default_value = "")]
     pub system_namespaces: String,
-    /// Seconds between safety rounds of the system/rotation loop (besides the event-driven rounds).
-    #[arg(long, env = "SYSTEM_TICK_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub system_tick_seconds: u64,
+    /// Interval of safety rounds of the system/rotation loop (besides the event-driven rounds),
+    /// e.g. `60s`, `5m`.
+    #[arg(long, env = "SYSTEM_TICK", value_parser = runtime::duration::parse, conflicts_with = "system_tick_seconds")]
+    pub system_tick: Option<Duration>,
+    /// Deprecated spelling of `--system-tick`: a bare number is seconds.
+    #[arg(long, env = "SYSTEM_TICK_SECONDS", hide = true, value_parser = runtime::duration::seconds)]
+    pub system_tick_seconds: Option<Duration>,
 }
+
+/// The default safety tick of the system/rotation loop.
+pub const DEFAULT_SYSTEM_TICK: Duration = Duration::from_secs(60);
 
 /// The validated configuration the daemon runs with.
 #[derive(Debug, Clone, Serialize)]
@@ -66,12 +73,8 @@ pub struct Config {
     /// System namespaces (trimmed, empties dropped, in flag order).
     pub system_namespaces: Vec<String>,
     /// Safety tick of the system/rotation loop.
-    #[serde(serialize_with = "as_secs")]
+    #[serde(serialize_with = "runtime::duration::serialize")]
     pub system_tick: Duration,
-}
-
-fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_secs())
 }
 
 /// Upstream `NewSystemCredentialsProjector`'s CSV rule: split on `,`, trim, drop empties.
@@ -99,10 +102,18 @@ impl ProjectionArgs {
             projection.is_enabled(),
             "projection is disabled: set --source-namespace (BACKUP_STORAGE_SECRET_NAMESPACE), --source-name (BACKUP_STORAGE_SECRET_NAME) and --target-name (BACKUP_STORAGE_CREDS_SECRET_NAME)"
         );
+        let system_tick = self
+            .system_tick
+            .or(self.system_tick_seconds)
+            .unwrap_or(DEFAULT_SYSTEM_TICK);
+        anyhow::ensure!(
+            !system_tick.is_zero(),
+            "--system-tick must be longer than zero"
+        );
         Ok(Config {
             projection,
             system_namespaces: split_namespaces(&self.system_namespaces),
-            system_tick: Duration::from_secs(self.system_tick_seconds),
+            system_tick,
         })
     }
 }
@@ -170,5 +181,25 @@ mod tests {
         );
         let disabled = Args::parse_from(["credentials-projector", "--source-name", "x"]);
         assert!(disabled.projection.config().is_err());
+        let tick = |flags: &[&str]| {
+            let mut argv = vec![
+                "credentials-projector",
+                "--source-namespace=a",
+                "--source-name=b",
+            ];
+            argv.extend_from_slice(flags);
+            Args::try_parse_from(argv).map(|a| a.projection.config().map(|c| c.system_tick))
+        };
+        assert_eq!(
+            tick(&["--system-tick=5m"]).unwrap().unwrap(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            tick(&["--system-tick-seconds=90"]).unwrap().unwrap(),
+            Duration::from_secs(90),
+            "the old flag keeps working"
+        );
+        assert!(tick(&["--system-tick=1m", "--system-tick-seconds=90"]).is_err());
+        assert!(tick(&["--system-tick=0s"]).unwrap().is_err());
     }
 }

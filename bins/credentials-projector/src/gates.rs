@@ -1,5 +1,5 @@
 //! The gates upstream applies before a tenant projection, as pure functions over values
-//! (fact sheets: projection §5.7, jobs §1.1 and §3.1). Order matters and is upstream's: terminal
+//! (docs/credentials-projector.md, "Tenant path: gates and the condition"). Order matters and is upstream's: terminal
 //! phase, then BackupClass resolution (Backup lookup for a RestoreJob), then the strategy apiGroup,
 //! then the supported kind — and only then projection. Projecting earlier would leak the credentials
 //! into namespaces whose jobs this platform does not run, and could trip the ownership guard on

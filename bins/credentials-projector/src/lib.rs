@@ -1,13 +1,13 @@
 //! `credentials-projector`: copies the system bucket credentials (the source Secret, e.g.
 //! `tenant-root/bucket-cozy-backups-system-credentials`) into `cozy-backups-creds` in every namespace
 //! that needs them, in every key format the drivers read, and reports `CredentialsProjected` on
-//! BackupJobs and RestoreJobs. Wire-compatible with upstream's projector (fact sheet §5–§6).
+//! BackupJobs and RestoreJobs. Wire-compatible with upstream's projector (see docs/credentials-projector.md).
 //!
 //! ```text
 //!                    ┌──────────── tenant path (any replica holding the job's work lease) ───────────┐
 //!  BackupJob/RestoreJob ─► gates (terminal, BackupClass|Backup, group, kind) ─► project ─► SSA condition
 //!                    └───────────────────────────────────────────────────────────────────────────────┘
-//!                    ┌──────────── system/rotation path (leader only) ──────────────────────────────┐
+//!                    ┌──────────── system/rotation path (leader only, runtime Singleton) ───────────┐
 //!  leadership won │ source Secret changed │ 60 s tick ─► system namespaces + every labelled copy
 //!                    └───────────────────────────────────────────────────────────────────────────────┘
 //!  project = Get source (uncached) ─► backup_storage::credentials (parse, keys) ─► create/update on change
@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use api::backups::{BackupJob, RestoreJob};
 use futures::StreamExt;
-use runtime::{Backoff, ControllerMetrics, Daemon};
+use runtime::{Daemon, Singleton, Trigger, WorkLeaseKeeper};
 
 /// The component name (metric prefix, lease names).
 pub const COMPONENT: &str = "credentials-projector";
@@ -50,69 +50,46 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     metrics::describe();
     let (elector, leases) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
-    let shutdown = daemon.shutdown.clone();
-    let (changes_tx, changes_rx) = tokio::sync::watch::channel(0u64);
-
-    let source_ready = daemon.readiness.register("watch source Secret");
+    let ctx = daemon.watch_context();
+    let source_changed = Trigger::new();
+    let source = system::watch_source(client.clone(), &config, &source_changed, &ctx);
     let system_ready = daemon.readiness.register("system projection");
-    let bj_ready = daemon.readiness.register("watch BackupJob");
-    let class_ready = daemon.readiness.register("watch BackupClass");
-    let rj_ready = daemon.readiness.register("watch RestoreJob");
+    let leases = Arc::new(WorkLeaseKeeper::new(COMPONENT, leases));
 
-    let trigger = |rx| {
-        futures::stream::select(
-            system::changes_stream(rx),
-            system::ticks(config.system_tick),
-        )
-        .boxed()
+    // Jobs are re-evaluated on every source change and on the safety tick.
+    let trigger = || {
+        futures::stream::select(source_changed.stream(), system::ticks(config.system_tick)).boxed()
     };
-    let backup_jobs = tenant::run::<BackupJob>(
-        Arc::new(tenant::Context {
-            client: client.clone(),
-            config: Arc::new(config.projection.clone()),
-            leases: leases.clone(),
-            metrics: ControllerMetrics::new(COMPONENT, "backupjobs"),
-            backoff: Backoff::default(),
-            lost_copies: Default::default(),
-        }),
-        bj_ready,
-        Some(class_ready),
-        trigger(changes_rx.clone()),
-        shutdown.clone(),
+    let projection = Arc::new(config.projection.clone());
+    let backup_jobs = tenant::run(
+        tenant::Context::<BackupJob>::new(client.clone(), projection.clone(), leases.clone()),
+        &ctx,
+        trigger(),
     );
-    let restore_jobs = tenant::run::<RestoreJob>(
-        Arc::new(tenant::Context {
-            client: client.clone(),
-            config: Arc::new(config.projection.clone()),
-            leases,
-            metrics: ControllerMetrics::new(COMPONENT, "restorejobs"),
-            backoff: Backoff::default(),
-            lost_copies: Default::default(),
-        }),
-        rj_ready,
-        None,
-        trigger(changes_rx.clone()),
-        shutdown.clone(),
+    let restore_jobs = tenant::run(
+        tenant::Context::<RestoreJob>::new(client.clone(), projection, leases),
+        &ctx,
+        trigger(),
     );
-    let source = system::watch_source(
-        client.clone(),
-        config.clone(),
-        changes_tx,
-        source_ready,
-        shutdown.clone(),
-    );
-    let leader = system::run_leader_loop(
-        client,
-        config.clone(),
-        elector,
-        changes_rx,
-        system_ready,
-        shutdown,
-    );
+    let system = Singleton::new(COMPONENT, "system", elector)
+        .on_change(&source_changed)
+        .tick(config.system_tick)
+        .followers_evaluate()
+        // The first round waits for the source's initial list, whose completion would otherwise
+        // make a second round.
+        .when(move || source.is_synced())
+        .run(
+            system::SystemRounds {
+                client,
+                config: config.clone(),
+                ready: system_ready,
+            },
+            ctx.shutdown.clone(),
+        );
     daemon
         .run(async move {
-            tokio::join!(backup_jobs, restore_jobs, source, leader);
-            Ok(())
+            let ((), (), system) = tokio::join!(backup_jobs, restore_jobs, system);
+            Ok(system?)
         })
         .await
 }

@@ -1,17 +1,17 @@
-//! The system and rotation paths, gated on leadership.
+//! The system and rotation paths, gated on leadership (the runtime's singleton loop).
 //!
 //! ```text
-//!  watch source Secret (fieldSelector metadata.name=<source>) ──► generation counter ──┬─► tenant controllers
-//!                                                                                     │   (re-evaluate jobs)
-//!  LeaderElector ─ Leading ─► round ◄── source changed ◄─────────────────────────────┘
-//!                             round ◄── safety tick (--system-tick-seconds, 60 s)
+//!  cache of the source Secret (fieldSelector metadata.name=<source>, values stripped) ──► Trigger ──┬─► tenant controllers
+//!                                                                                                 │   (re-evaluate jobs)
+//!  Singleton "system": leadership won │ source changed │ safety tick (--system-tick, 60 s) ─► round
 //!  round: read source once ─► every system namespace (Get target, write on change)
 //!                          └► list copies by the ownership label ─► re-project each (write on change)
 //! ```
 //!
 //! Invariants: only the leader writes here; a round does one source read, one list and writes only
 //! copies whose content differs; errors in one namespace never stop the round (logged at info, as
-//! upstream, and counted).
+//! upstream, and counted); the source cache keeps no credential value (its data is stripped: a
+//! round reads the source fresh).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,99 +19,87 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use lease::LeaderElector;
-use runtime::{ReadyHandle, Shutdown};
-use tokio::sync::watch;
+use runtime::{Cache, Pass, ReadyHandle, Trigger, Watch, WatchContext};
 
 use crate::config::Config;
 use crate::metrics::{self as m, Path};
 use crate::project::{self, Outcome};
 
-/// Watches the source Secret and bumps `changes` on every change after the initial list (and after
-/// every re-list, which may hide changes). `ready` turns ready after the initial list.
-pub async fn watch_source(
+/// Watches the source Secret (metadata only: its values are stripped on arrival); every change,
+/// and every completed re-list (which may hide changes), fires `changed`.
+pub fn watch_source(
     client: Client,
-    config: Arc<Config>,
-    changes: watch::Sender<u64>,
-    ready: ReadyHandle,
-    shutdown: Shutdown,
-) {
+    config: &Config,
+    changed: &Trigger,
+    ctx: &WatchContext,
+) -> Cache<Secret> {
     let p = &config.projection;
-    let api: Api<Secret> = Api::namespaced(client, &p.source_namespace);
-    let wc = watcher::Config::default().fields(&format!("metadata.name={}", p.source_name));
-    let mut events = std::pin::pin!(watcher(api, wc).default_backoff());
-    let mut synced = false;
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.wait() => return,
-            e = events.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(watcher::Event::InitDone)) => {
-                ready.set_ready();
-                if synced {
-                    changes.send_modify(|n| *n += 1);
-                }
-                synced = true;
-            }
-            Some(Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) => {
-                tracing::info!("source credentials Secret changed");
-                changes.send_modify(|n| *n += 1);
-            }
-            Some(Ok(_)) => {}
-            Some(Err(err)) => tracing::warn!(error = %err, "source Secret watch"),
-        }
+    Watch::<Secret>::new(client)
+        .in_namespace(&p.source_namespace)
+        .named(&p.source_name)
+        .describe("source Secret")
+        .strip(|secret| {
+            secret.data = None;
+            secret.string_data = None;
+            secret.metadata.annotations = None;
+            secret.metadata.managed_fields = None;
+        })
+        .cache(ctx, changed)
+}
+
+/// The system/rotation work of one pass: a round while leading; a follower only reports.
+pub struct SystemRounds {
+    /// API client.
+    pub client: Client,
+    /// What to project.
+    pub config: Arc<Config>,
+    /// The `system projection` readiness check: ready after the first round (or while following).
+    pub ready: ReadyHandle,
+}
+
+/// What a pass did.
+#[derive(Debug)]
+pub enum RoundOutcome {
+    /// Another replica leads.
+    Following,
+    /// A round ran.
+    Round,
+}
+
+impl runtime::Outcome for RoundOutcome {
+    fn noteworthy(&self) -> bool {
+        // The round logs its own summary line.
+        false
     }
 }
 
-/// Runs rounds while this replica leads: one when leadership is won, one per source change, one per
-/// tick. `ready` turns ready after the first round (or at once while following).
-pub async fn run_leader_loop(
-    client: Client,
-    config: Arc<Config>,
-    elector: LeaderElector,
-    mut changes: watch::Receiver<u64>,
-    ready: ReadyHandle,
-    shutdown: Shutdown,
-) {
-    let mut leadership = elector.subscribe();
-    loop {
-        while !leadership.borrow_and_update().is_leading() {
-            ready.set_ready_with("following: another replica runs the system projection");
-            tokio::select! {
-                _ = shutdown.wait() => return,
-                r = leadership.changed() => if r.is_err() { return },
-            }
+/// Rounds never fail: per-namespace errors are logged and counted inside.
+#[derive(Debug, thiserror::Error)]
+pub enum Never {}
+
+impl runtime::ReconcileError for Never {
+    fn kind(&self) -> &'static str {
+        match *self {}
+    }
+    fn class(&self) -> runtime::ErrorClass {
+        match *self {}
+    }
+}
+
+impl runtime::Evaluate for SystemRounds {
+    type Outcome = RoundOutcome;
+    type Error = Never;
+
+    async fn evaluate(&mut self, pass: &Pass) -> Result<RoundOutcome, Never> {
+        if !pass.is_leading() {
+            self.ready
+                .set_ready_with("following: another replica runs the system projection");
+            return Ok(RoundOutcome::Following);
         }
-        tracing::info!("leading: projecting into the system namespaces and refreshing every copy");
-        changes.borrow_and_update();
-        round(&client, &config, "leadership").await;
-        ready.set_ready();
-        let mut ticker = tokio::time::interval_at(
-            tokio::time::Instant::now() + config.system_tick,
-            config.system_tick,
-        );
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.wait() => return,
-                r = leadership.changed() => {
-                    if r.is_err() || !leadership.borrow_and_update().is_leading() {
-                        tracing::info!("leadership lost: system projection paused");
-                        break;
-                    }
-                }
-                r = changes.changed() => {
-                    if r.is_err() { return }
-                    changes.borrow_and_update();
-                    round(&client, &config, "source changed").await;
-                }
-                _ = ticker.tick() => round(&client, &config, "tick").await,
-            }
-        }
+        round(&self.client, &self.config, pass.cause.as_str()).await;
+        self.ready.set_ready();
+        Ok(RoundOutcome::Round)
     }
 }
 
@@ -191,7 +179,7 @@ pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
         }
     }
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    if written > 0 || failed > 0 || trigger != "tick" {
+    if written > 0 || failed > 0 || trigger != runtime::Cause::Tick.as_str() {
         tracing::info!(
             trigger,
             system = config.system_namespaces.len(),
@@ -217,11 +205,4 @@ pub fn ticks(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'stat
         tokio::time::sleep(period).await;
         Some(((), ()))
     })
-}
-
-/// A stream that yields on every source change.
-pub fn changes_stream(
-    rx: watch::Receiver<u64>,
-) -> impl futures::Stream<Item = ()> + Send + 'static {
-    tokio_stream::wrappers::WatchStream::from_changes(rx).map(|_| ())
 }

@@ -29,10 +29,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use lease::WorkLeases;
-use runtime::{Backoff, ControllerMetrics, ErrorClass, ReadyHandle, ReconcileError, Shutdown};
+use runtime::{
+    Backoff, ControllerMetrics, ErrorClass, ReconcileError, Watch, WatchContext, WorkLeaseKeeper,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -174,8 +175,8 @@ pub struct Context<J: TenantJob> {
     pub client: Client,
     /// What to project and where from.
     pub config: Arc<ProjectionConfig>,
-    /// Per-job work leases.
-    pub leases: WorkLeases,
+    /// Per-job work leases (`credentials-projector/<Kind>/<ns>/<name>`), held for one reconcile.
+    pub leases: Arc<WorkLeaseKeeper>,
     /// Reconcile runs/failures/duration.
     pub metrics: ControllerMetrics,
     /// Per-job backoff of transient failures.
@@ -186,6 +187,22 @@ pub struct Context<J: TenantJob> {
 }
 
 impl<J: TenantJob> Context<J> {
+    /// A context for the controller of `J`.
+    pub fn new(
+        client: Client,
+        config: Arc<ProjectionConfig>,
+        leases: Arc<WorkLeaseKeeper>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            config,
+            leases,
+            metrics: ControllerMetrics::new(crate::COMPONENT, J::CONTROLLER),
+            backoff: Backoff::default(),
+            lost_copies: Mutex::default(),
+        })
+    }
+
     fn lost_copy(&self, ns: &str) -> bool {
         self.lost_copies
             .lock()
@@ -225,10 +242,23 @@ async fn reconcile_job<J: TenantJob>(job: &J, ctx: &Context<J>) -> Result<Action
     {
         return Ok(Action::await_change());
     }
-    let lease_name = format!("credentials-projector/{}/{ns}/{name}", J::KIND);
-    let Some(lease) = ctx.leases.try_acquire(&lease_name).await? else {
+    let Some(lease) = ctx.leases.hold(job).await? else {
         return Ok(Action::requeue(LEASE_BUSY_RETRY));
     };
+    // The projection is quick and idempotent: the lease is held for this reconcile only.
+    let result = project_job(job, ctx, &ns, &name, generation, &lease).await;
+    ctx.leases.release(job);
+    result
+}
+
+async fn project_job<J: TenantJob>(
+    job: &J,
+    ctx: &Context<J>,
+    ns: &str,
+    name: &str,
+    generation: Option<i64>,
+    lease: &runtime::Held,
+) -> Result<Action, Error> {
     match job.gate(&ctx.client).await? {
         Verdict::Project => {}
         Verdict::Skip(skip) => {
@@ -240,28 +270,28 @@ async fn reconcile_job<J: TenantJob>(job: &J, ctx: &Context<J>) -> Result<Action
         }
     }
     let started = Instant::now();
-    let result = project::project(&ctx.client, &ctx.config, &ns).await;
-    m::record(&ns, Path::Tenant, started.elapsed(), &result);
+    let result = project::project(&ctx.client, &ctx.config, ns).await;
+    m::record(ns, Path::Tenant, started.elapsed(), &result);
     if lease.is_lost() {
         // Another replica may own the job now; let it report.
         return Ok(Action::requeue(LEASE_BUSY_RETRY));
     }
     let condition = status::credentials_projected(
         &result,
-        &ns,
+        ns,
         &ctx.config.target_name,
         generation,
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
     );
     if let Some(condition) = status::to_apply(job.conditions(), condition) {
-        let api: Api<J> = Api::namespaced(ctx.client.clone(), &ns);
-        runtime::conditions::apply_conditions(&api, &name, FIELD_MANAGER, &[condition])
+        let api: Api<J> = Api::namespaced(ctx.client.clone(), ns);
+        runtime::conditions::apply_conditions(&api, name, FIELD_MANAGER, &[condition])
             .await
             .map_err(Error::Condition)?;
     }
     match result {
         Ok(outcome) => {
-            ctx.copy_restored(&ns);
+            ctx.copy_restored(ns);
             tracing::info!(kind = J::KIND, namespace = %ns, name = %name, ?outcome, "credentials projected");
             Ok(Action::await_change())
         }
@@ -274,32 +304,21 @@ fn error_policy<J: TenantJob>(job: Arc<J>, err: &Error, ctx: Arc<Context<J>>) ->
         .action_for(ObjectRef::from_obj(job.as_ref()), err)
 }
 
-/// Runs the controller of `J` until shutdown. `ready` turns ready when the job watch (and, for
-/// BackupJobs, the BackupClass watch) delivered its initial list; `trigger` re-evaluates every job
-/// (source changes and the safety tick).
+/// Runs the controller of `J` until shutdown. Its watches register their readiness checks with
+/// `ctx`; `trigger` re-evaluates every job (source changes and the safety tick).
 pub async fn run<J: TenantJobWatches>(
-    ctx: Arc<Context<J>>,
-    ready: ReadyHandle,
-    class_ready: Option<ReadyHandle>,
+    tenant: Arc<Context<J>>,
+    ctx: &WatchContext,
     trigger: impl Stream<Item = ()> + Send + 'static,
-    shutdown: Shutdown,
 ) {
-    let (reader, writer) = reflector::store();
-    let events = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<J>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        ready,
-    );
-    let controller = Controller::for_stream(reflector(writer, events).applied_objects(), reader);
-    let controller = J::extra_watches(controller, &ctx.client, class_ready);
-    let controller = watch_deleted_copies(controller, ctx.clone())
+    let (store, jobs) = Watch::<J>::new(tenant.client.clone()).reflect(ctx);
+    let controller = Controller::for_stream(jobs, store);
+    let controller = J::extra_watches(controller, &tenant.client, ctx);
+    let controller = watch_deleted_copies(controller, tenant.clone(), ctx)
         .reconcile_all_on(trigger)
-        .graceful_shutdown_on(shutdown.signaled());
+        .graceful_shutdown_on(ctx.shutdown.signaled());
     controller
-        .run(reconcile::<J>, error_policy::<J>, ctx)
+        .run(reconcile::<J>, error_policy::<J>, tenant)
         .for_each(|item| {
             runtime::controller::log_item(J::CONTROLLER, &item);
             futures::future::ready(())
@@ -313,21 +332,24 @@ pub async fn run<J: TenantJobWatches>(
 fn watch_deleted_copies<J: TenantJob>(
     controller: Controller<J>,
     ctx: Arc<Context<J>>,
+    watch_ctx: &WatchContext,
 ) -> Controller<J> {
     let store = controller.store();
     let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
-    let deleted = watcher(
-        Api::<PartialObjectMeta<Secret>>::all(ctx.client.clone()),
-        watcher::Config::default().labels(&selector),
-    )
-    .default_backoff()
-    .filter_map(|event| {
-        futures::future::ready(match event {
-            Ok(watcher::Event::Delete(meta)) => Some(Ok(meta)),
-            Err(err) => Some(Err(err)),
-            Ok(_) => None,
-        })
-    });
+    let deleted = Watch::<PartialObjectMeta<Secret>>::new(ctx.client.clone())
+        .labels(&selector)
+        .describe(&format!(
+            "projected copies of {} ({})",
+            J::KIND,
+            ctx.config.target_name
+        ))
+        .events(watch_ctx)
+        .filter_map(|event| {
+            futures::future::ready(match event {
+                watcher::Event::Delete(meta) => Some(Ok::<_, watcher::Error>(meta)),
+                _ => None,
+            })
+        });
     controller.watches_stream(deleted, move |meta: PartialObjectMeta<Secret>| {
         let ns = meta.namespace().unwrap_or_default();
         if meta.name_any() != ctx.config.target_name {
@@ -357,7 +379,7 @@ pub trait TenantJobWatches: TenantJob {
     fn extra_watches(
         controller: Controller<Self>,
         client: &Client,
-        ready: Option<ReadyHandle>,
+        ctx: &WatchContext,
     ) -> Controller<Self>;
 }
 
@@ -367,19 +389,14 @@ impl TenantJobWatches for BackupJob {
     fn extra_watches(
         controller: Controller<Self>,
         client: &Client,
-        ready: Option<ReadyHandle>,
+        ctx: &WatchContext,
     ) -> Controller<Self> {
         let store = controller.store();
-        let classes = watcher(
-            Api::<BackupClass>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff();
-        let classes: futures::stream::BoxStream<'static, _> = match ready {
-            Some(ready) => runtime::watch::mark_ready_on_init(classes, ready).boxed(),
-            None => classes.boxed(),
-        };
-        controller.watches_stream(classes.touched_objects(), move |class: BackupClass| {
+        let classes = Watch::<BackupClass>::new(client.clone())
+            .events(ctx)
+            .map(Ok::<_, watcher::Error>)
+            .touched_objects();
+        controller.watches_stream(classes, move |class: BackupClass| {
             let name = class.name_any();
             store
                 .state()
@@ -395,7 +412,7 @@ impl TenantJobWatches for RestoreJob {
     fn extra_watches(
         controller: Controller<Self>,
         _client: &Client,
-        _ready: Option<ReadyHandle>,
+        _ctx: &WatchContext,
     ) -> Controller<Self> {
         controller
     }

@@ -1,4 +1,4 @@
-//! End to end, real binary against the emulator: every source format and edge of fact sheet §5 —
+//! End to end, real binary against the emulator: every source format and edge of the projection —
 //! a missing source that appears later, flat keys, BucketInfo only, partial flat keys merged per
 //! field, garbled JSON (ignored and fatal), endpoint fallback with scheme stripping, missing endpoint
 //! everywhere, stale optional keys removed, foreign keys and labels kept, an unowned target refused
@@ -15,40 +15,89 @@ const AK2: &str = "AKIA-E2E-ACCESS-INFO-55c1";
 const SK2: &str = "e2e-secret-key-info-09ae";
 const OWNED: (&str, &str) = ("apps.cozystack.io/managed-by", "cozystack-backups");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_formats_and_edges() {
-    let mut h = Harness::start().await.unwrap();
-    let src = h.temp_namespace("src").await.unwrap();
-    let velero = h.temp_namespace("velero").await.unwrap();
-    backup_class(&h, "cozy-default", &[]).await;
-    spawn(
-        &mut h,
-        &Setup {
-            source_ns: src.clone(),
-            endpoint: "http://seaweedfs-s3.tenant-root.svc:8333".into(),
-            region: "us-east-1".into(),
-            force_path_style: "true".into(),
-            system_namespaces: velero.clone(),
-        },
-    )
-    .await;
+/// The projector watching `src` (system namespace `velero`) with the fallback endpoint
+/// `http://seaweedfs-s3.tenant-root.svc:8333`, region `us-east-1`, and `cozy-default` routing
+/// Postgres to CNPG.
+struct Env {
+    h: Harness,
+    src: String,
+    velero: String,
+}
 
+impl Env {
+    async fn start() -> Env {
+        let mut h = Harness::start().await.unwrap();
+        let src = h.temp_namespace("src").await.unwrap();
+        let velero = h.temp_namespace("velero").await.unwrap();
+        backup_class(&h, "cozy-default", &[]).await;
+        spawn(
+            &mut h,
+            &Setup {
+                source_ns: src.clone(),
+                endpoint: "http://seaweedfs-s3.tenant-root.svc:8333".into(),
+                region: "us-east-1".into(),
+                force_path_style: "true".into(),
+                system_namespaces: velero.clone(),
+            },
+        )
+        .await;
+        Env { h, src, velero }
+    }
+
+    /// The flat source of `AK`/`SK` with an explicit endpoint.
+    async fn flat_source(&self) {
+        set_source(
+            &self.h,
+            &self.src,
+            &[
+                ("accessKey", AK),
+                ("secretKey", SK),
+                ("endpoint", "s3.example.com"),
+            ],
+        )
+        .await;
+    }
+
+    /// A job in a new namespace; returns the namespace.
+    async fn projected_job(&mut self, prefix: &str, reason: &str) -> String {
+        let ns = self.h.temp_namespace(prefix).await.unwrap();
+        backup_job(&self.h, &ns, "job", "cozy-default", "Postgres").await;
+        wait_bj(&self.h, &ns, "job", reason).await;
+        ns
+    }
+
+    /// No credential value reached a log, Event, status or metric; then cleanup.
+    async fn finish(mut self) {
+        assert_no_leak(&mut self.h, &[AK, SK, AK2, SK2]).await;
+        self.h.cleanup().await.unwrap();
+    }
+}
+
+fn bucket_info() -> String {
+    format!(
+        r#"{{"metadata":{{"name":"bc"}},"spec":{{"bucketName":"bucket-2","authenticationType":"KEY","secretS3":{{"endpoint":"https://s3.example.com","region":"eu-1","accessKeyID":"{AK2}","accessSecretKey":"{SK2}"}}}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_source_is_transient_until_it_appears() {
+    let mut env = Env::start().await;
     // No source yet: transient SourceSecretMissing, and no Secret anywhere.
-    let a = h.temp_namespace("flat").await.unwrap();
-    backup_job(&h, &a, "job", "cozy-default", "Postgres").await;
-    let missing = wait_bj(&h, &a, "job", "SourceSecretMissing").await;
+    let a = env.h.temp_namespace("flat").await.unwrap();
+    backup_job(&env.h, &a, "job", "cozy-default", "Postgres").await;
+    let missing = wait_bj(&env.h, &a, "job", "SourceSecretMissing").await;
     assert_eq!(
         missing.message,
-        format!("source credentials Secret {src}/{SOURCE} not found")
+        format!("source credentials Secret {}/{SOURCE} not found", env.src)
     );
     assert_eq!(missing.observed_generation, Some(1));
-    assert!(target(&h, &a).await.is_none());
+    assert!(target(&env.h, &a).await.is_none());
 
     // The source appears: the watch on it re-evaluates the job (no new job, no timer needed), and
     // the system namespace gets its copy. Flat keys; the endpoint's scheme is stripped.
     set_source(
-        &h,
-        &src,
+        &env.h,
+        &env.src,
         &[
             ("accessKey", AK),
             ("secretKey", SK),
@@ -57,7 +106,7 @@ async fn source_formats_and_edges() {
         ],
     )
     .await;
-    let ok = wait_bj(&h, &a, "job", "Projected").await;
+    let ok = wait_bj(&env.h, &a, "job", "Projected").await;
     assert_eq!(
         ok.message,
         format!("credentials Secret {a}/{TARGET} is up to date")
@@ -70,7 +119,7 @@ async fn source_formats_and_edges() {
         Some("us-east-1"),
         Some("true"),
     );
-    let flat = target(&h, &a).await.unwrap();
+    let flat = target(&env.h, &a).await.unwrap();
     assert_eq!(data_of(&flat), want);
     assert_eq!(flat.type_.as_deref(), Some("Opaque"));
     assert_eq!(
@@ -83,21 +132,27 @@ async fn source_formats_and_edges() {
         Some(OWNED.1)
     );
     let sys = eventually("the system copy", || async {
-        target(&h, &velero).await.filter(|s| data_of(s) == want)
+        target(&env.h, &env.velero)
+            .await
+            .filter(|s| data_of(s) == want)
     })
     .await;
     assert_eq!(data_of(&sys), want);
 
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_info_alone_and_partial_flat_keys_merge_per_field() {
+    let mut env = Env::start().await;
+    let info = bucket_info();
     // BucketInfo only (COSI form): every field from the JSON, https:// stripped.
-    let info = format!(
-        r#"{{"metadata":{{"name":"bc"}},"spec":{{"bucketName":"bucket-2","authenticationType":"KEY","secretS3":{{"endpoint":"https://s3.example.com","region":"eu-1","accessKeyID":"{AK2}","accessSecretKey":"{SK2}"}}}}}}"#
-    );
-    set_source(&h, &src, &[("BucketInfo", &info)]).await;
-    let b = h.temp_namespace("info").await.unwrap();
-    backup_job(&h, &b, "job", "cozy-default", "Postgres").await;
-    wait_bj(&h, &b, "job", "Projected").await;
+    set_source(&env.h, &env.src, &[("BucketInfo", &info)]).await;
+    let b = env.h.temp_namespace("info").await.unwrap();
+    backup_job(&env.h, &b, "job", "cozy-default", "Postgres").await;
+    wait_bj(&env.h, &b, "job", "Projected").await;
     assert_eq!(
-        data_of(&target(&h, &b).await.unwrap()),
+        data_of(&target(&env.h, &b).await.unwrap()),
         ten_keys(
             AK2,
             SK2,
@@ -110,16 +165,16 @@ async fn source_formats_and_edges() {
 
     // Partial flat keys: a flat value wins per field, BucketInfo fills the rest, "" counts as absent.
     set_source(
-        &h,
-        &src,
+        &env.h,
+        &env.src,
         &[("accessKey", AK), ("secretKey", ""), ("BucketInfo", &info)],
     )
     .await;
-    let c = h.temp_namespace("partial").await.unwrap();
-    backup_job(&h, &c, "job", "cozy-default", "Postgres").await;
-    wait_bj(&h, &c, "job", "Projected").await;
+    let c = env.h.temp_namespace("partial").await.unwrap();
+    backup_job(&env.h, &c, "job", "cozy-default", "Postgres").await;
+    wait_bj(&env.h, &c, "job", "Projected").await;
     assert_eq!(
-        data_of(&target(&h, &c).await.unwrap()),
+        data_of(&target(&env.h, &c).await.unwrap()),
         ten_keys(
             AK,
             SK2,
@@ -130,11 +185,17 @@ async fn source_formats_and_edges() {
         )
     );
 
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbled_bucket_info_is_ignored_with_flat_keys_and_fatal_without() {
+    let mut env = Env::start().await;
     // Garbled JSON with both flat credentials: ignored entirely (no backfill), so the endpoint
     // falls back to BACKUP_STORAGE_ENDPOINT with its scheme stripped and there is no bucketName.
     set_source(
-        &h,
-        &src,
+        &env.h,
+        &env.src,
         &[
             ("accessKey", AK),
             ("secretKey", SK),
@@ -142,11 +203,11 @@ async fn source_formats_and_edges() {
         ],
     )
     .await;
-    let d = h.temp_namespace("garbled").await.unwrap();
-    backup_job(&h, &d, "job", "cozy-default", "Postgres").await;
-    wait_bj(&h, &d, "job", "Projected").await;
+    let d = env.h.temp_namespace("garbled").await.unwrap();
+    backup_job(&env.h, &d, "job", "cozy-default", "Postgres").await;
+    wait_bj(&env.h, &d, "job", "Projected").await;
     assert_eq!(
-        data_of(&target(&h, &d).await.unwrap()),
+        data_of(&target(&env.h, &d).await.unwrap()),
         ten_keys(
             AK,
             SK,
@@ -160,22 +221,33 @@ async fn source_formats_and_edges() {
     // Garbled JSON with a flat credential missing: terminal SourceSecretMalformed, no Secret. The
     // garbled text embeds the secret key to prove the parser's message does not echo input.
     let garbled = format!("{{\"spec\": {{\"secretS3\": {{\"accessSecretKey\": \"{SK}\" oops");
-    set_source(&h, &src, &[("accessKey", AK), ("BucketInfo", &garbled)]).await;
-    let e = h.temp_namespace("fatal").await.unwrap();
-    backup_job(&h, &e, "job", "cozy-default", "Postgres").await;
-    let bad = wait_bj(&h, &e, "job", "SourceSecretMalformed").await;
+    set_source(
+        &env.h,
+        &env.src,
+        &[("accessKey", AK), ("BucketInfo", &garbled)],
+    )
+    .await;
+    let e = env.h.temp_namespace("fatal").await.unwrap();
+    backup_job(&env.h, &e, "job", "cozy-default", "Postgres").await;
+    let bad = wait_bj(&env.h, &e, "job", "SourceSecretMalformed").await;
     assert!(
         bad.message.starts_with("parse BucketInfo: "),
         "{}",
         bad.message
     );
-    assert!(target(&h, &e).await.is_none());
+    assert!(target(&env.h, &e).await.is_none());
 
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_keys_go_foreign_keys_stay_and_an_unchanged_source_writes_nothing() {
+    let mut env = Env::start().await;
     // Stale optional keys removed, foreign keys and labels kept: an owned copy with an old
     // bucketName, a foreign key and a foreign label; the source has no bucketName now.
     set_source(
-        &h,
-        &src,
+        &env.h,
+        &env.src,
         &[
             ("accessKey", AK),
             ("secretKey", SK),
@@ -183,9 +255,9 @@ async fn source_formats_and_edges() {
         ],
     )
     .await;
-    let f = h.temp_namespace("stale").await.unwrap();
+    let f = env.h.temp_namespace("stale").await.unwrap();
     put_target(
-        &h,
+        &env.h,
         &f,
         &[OWNED, ("team", "a")],
         &[
@@ -195,9 +267,9 @@ async fn source_formats_and_edges() {
         ],
     )
     .await;
-    backup_job(&h, &f, "job", "cozy-default", "Postgres").await;
-    wait_bj(&h, &f, "job", "Projected").await;
-    let stale = target(&h, &f).await.unwrap();
+    backup_job(&env.h, &f, "job", "cozy-default", "Postgres").await;
+    wait_bj(&env.h, &f, "job", "Projected").await;
+    let stale = target(&env.h, &f).await.unwrap();
     let mut want = ten_keys(
         AK,
         SK,
@@ -213,24 +285,49 @@ async fn source_formats_and_edges() {
     // No write on an unchanged source: a second job in the same namespace is projected (True)
     // without touching the Secret.
     let rv = stale.metadata.resource_version.clone();
-    backup_job(&h, &f, "second", "cozy-default", "Postgres").await;
-    wait_bj(&h, &f, "second", "Projected").await;
-    assert_eq!(target(&h, &f).await.unwrap().metadata.resource_version, rv);
+    backup_job(&env.h, &f, "second", "cozy-default", "Postgres").await;
+    wait_bj(&env.h, &f, "second", "Projected").await;
+    assert_eq!(
+        target(&env.h, &f).await.unwrap().metadata.resource_version,
+        rv
+    );
 
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unowned_target_is_refused_and_left_untouched() {
+    let mut env = Env::start().await;
+    env.flat_source().await;
     // Unowned target: refused (terminal TargetSecretNotOwned) and left exactly as it was.
-    let u = h.temp_namespace("unowned").await.unwrap();
-    put_target(&h, &u, &[("team", "b")], &[("accessKey", "theirs")]).await;
-    let before = target(&h, &u).await.unwrap();
-    backup_job(&h, &u, "job", "cozy-default", "Postgres").await;
-    let refused = wait_bj(&h, &u, "job", "TargetSecretNotOwned").await;
+    let u = env.h.temp_namespace("unowned").await.unwrap();
+    put_target(&env.h, &u, &[("team", "b")], &[("accessKey", "theirs")]).await;
+    let before = target(&env.h, &u).await.unwrap();
+    backup_job(&env.h, &u, "job", "cozy-default", "Postgres").await;
+    let refused = wait_bj(&env.h, &u, "job", "TargetSecretNotOwned").await;
     assert_eq!(
         refused.message,
         format!(
             "target Secret {u}/{TARGET} exists without label apps.cozystack.io/managed-by=cozystack-backups; refusing to overwrite"
         )
     );
-    assert_eq!(target(&h, &u).await.unwrap(), before);
+    assert_eq!(target(&env.h, &u).await.unwrap(), before);
 
+    env.finish().await;
+}
+
+/// A source change that does not change the keys (a label edit) runs a round — the system
+/// namespace's success counter moves — and writes nothing anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_change_without_new_keys_writes_nothing() {
+    let mut env = Env::start().await;
+    env.flat_source().await;
+    let a = env.projected_job("a", "Projected").await;
+    let f = env.projected_job("f", "Projected").await;
+    eventually("the system copy", || async {
+        target(&env.h, &env.velero).await
+    })
+    .await;
     // A source change that does not change the keys (a label edit) runs a round — the system
     // namespace's success counter moves — and writes nothing anywhere.
     let rvs = |h: &Harness, namespaces: Vec<String>| {
@@ -250,19 +347,12 @@ async fn source_formats_and_edges() {
             out
         }
     };
-    let copies = vec![
-        a.clone(),
-        b.clone(),
-        c.clone(),
-        d.clone(),
-        f.clone(),
-        velero.clone(),
-    ];
-    let before_rvs = rvs(&h, copies.clone()).await;
-    let before_successes = successes(&metrics_text(&mut h), &velero);
+    let copies = vec![a.clone(), f.clone(), env.velero.clone()];
+    let before_rvs = rvs(&env.h, copies.clone()).await;
+    let before_successes = successes(&metrics_text(&mut env.h), &env.velero);
     {
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(h.client(), &src);
+            kube::Api::namespaced(env.h.client(), &env.src);
         api.patch(
             SOURCE,
             &kube::api::PatchParams::default(),
@@ -274,18 +364,17 @@ async fn source_formats_and_edges() {
         .unwrap();
     }
     eventually("a round after the no-op source change", || {
-        let moved = successes(&metrics_text(&mut h), &velero) > before_successes;
+        let moved = successes(&metrics_text(&mut env.h), &env.velero) > before_successes;
         async move { moved.then_some(()) }
     })
     .await;
     assert_eq!(
-        rvs(&h, copies).await,
+        rvs(&env.h, copies).await,
         before_rvs,
         "an unchanged source writes nothing"
     );
 
-    assert_no_leak(&mut h, &[AK, SK, AK2, SK2]).await;
-    h.cleanup().await.unwrap();
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

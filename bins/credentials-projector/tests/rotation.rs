@@ -169,7 +169,7 @@ async fn rotation_reaches_every_copy_and_a_killed_projector_converges() {
     // Metrics restarted from zero: exactly the leadership round has counted the system namespace
     // (the tick is an hour and the source has not changed since the restart).
     let after = metrics_text(&mut h);
-    assert_eq!(successes(&after, &sys1), 1.0, "{after}");
+    assert_eq!(successes(&after, &sys1), 1.0, "{}", after.text());
 
     // A copy deleted under a job that is already done is re-projected at once (the job's
     // condition is unchanged: it was and stays True for its generation).

@@ -93,16 +93,13 @@ async fn main() -> anyhow::Result<()> {
     let per_client = args.leases / args.clients;
     let phase = Duration::from_secs(args.seconds);
     let mut h = Harness::start_with(harness::EmulatorMode::InProcess, None).await?;
-    let grpc = format!("127.0.0.1:{}", harness::free_port());
     let bin = harness::locate_binary("lease-server")?;
     println!("lease-server: {}", bin.display());
     let spec = DaemonSpec::new("lease-server", bin)
-        .args(["--grpc-addr", &grpc, "--namespace", "default"])
-        .args(["--max-ttl-ms", &TTL_MS.to_string(), "--log-level", "warn"]);
-    let pid = {
-        let d = h.spawn_ready(spec, Duration::from_secs(60)).await?;
-        d.pid().expect("running")
-    };
+        .args(["--namespace", "default"])
+        .args(["--max-ttl", &format!("{TTL_MS}ms"), "--log-level", "warn"]);
+    let grpc = h.spawn_lease_server(spec, Duration::from_secs(60)).await?;
+    let pid = h.daemon("lease-server")?.pid().expect("running");
     let (rss_idle, _) = rss_kib(pid);
 
     let mut clients = Vec::new();

@@ -40,10 +40,13 @@ pub struct Args {
     /// Address of the gRPC server (cozy.lease.v1.LeaseService and grpc.health.v1.Health).
     #[arg(long, env = "GRPC_ADDR", default_value = "0.0.0.0:9090")]
     pub grpc_addr: SocketAddr,
-    /// Largest TTL a client may ask for, in milliseconds; also the length of the quiet period after
-    /// a restart, during which nothing new is granted.
-    #[arg(long, env = "MAX_TTL_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_ttl_ms: u64,
+    /// Largest TTL a client may ask for (e.g. `30s`); also the length of the quiet period after a
+    /// restart, during which nothing new is granted.
+    #[arg(long, env = "MAX_TTL", value_parser = runtime::duration::parse, conflicts_with = "max_ttl_ms")]
+    pub max_ttl: Option<Duration>,
+    /// Deprecated spelling of `--max-ttl`: a bare number is milliseconds.
+    #[arg(long, env = "MAX_TTL_MS", hide = true, value_parser = runtime::duration::millis)]
+    pub max_ttl_ms: Option<Duration>,
     /// Namespace of the epoch ConfigMap (normally the server's own, from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "cozy-backup-controller")]
     pub namespace: String,
@@ -52,21 +55,33 @@ pub struct Args {
     pub epoch_configmap: String,
 }
 
+impl Args {
+    /// The maximum TTL: `--max-ttl`, else the old `--max-ttl-ms`, else 30 s.
+    pub fn max_ttl(&self) -> Duration {
+        self.max_ttl
+            .or(self.max_ttl_ms)
+            .unwrap_or(Duration::from_secs(30))
+    }
+}
+
 #[derive(serde::Serialize)]
 struct EffectiveConfig<'a> {
     grpc_addr: SocketAddr,
     admin_addr: SocketAddr,
-    max_ttl_ms: u64,
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    max_ttl: Duration,
     namespace: &'a str,
     epoch_configmap: &'a str,
 }
 
 /// Runs the lease server until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let max_ttl = args.max_ttl();
+    anyhow::ensure!(!max_ttl.is_zero(), "--max-ttl must be longer than zero");
     let config = EffectiveConfig {
         grpc_addr: args.grpc_addr,
         admin_addr: args.admin.admin_addr,
-        max_ttl_ms: args.max_ttl_ms,
+        max_ttl,
         namespace: &args.namespace,
         epoch_configmap: &args.epoch_configmap,
     };
@@ -79,7 +94,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await
     .context("advance the persisted epoch")?;
-    let max_ttl = Duration::from_millis(args.max_ttl_ms);
     let table = LeaseTable::new(epoch.clone(), Limits { max_ttl }, Instant::now());
     let service = LeaseService::new(table);
 
@@ -94,7 +108,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(
         %grpc_addr,
         epoch = epoch.number,
-        quiet_period_ms = args.max_ttl_ms,
+        quiet_period_ms = max_ttl.as_millis() as u64,
         "serving leases; nothing new is granted during the quiet period"
     );
     ready.set_ready_with(&format!("epoch {}, gRPC on {grpc_addr}", epoch.number));
@@ -139,8 +153,21 @@ mod tests {
             "--max-ttl-ms",
             "2000",
         ]);
-        assert_eq!(args.max_ttl_ms, 2000);
+        assert_eq!(
+            args.max_ttl(),
+            Duration::from_secs(2),
+            "the old flag keeps working"
+        );
         assert_eq!(args.epoch_configmap, "lease-server-epoch");
-        assert!(Args::try_parse_from(["lease-server", "--max-ttl-ms", "0"]).is_err());
+        let args = Args::parse_from(["lease-server", "--max-ttl", "1m"]);
+        assert_eq!(args.max_ttl(), Duration::from_secs(60));
+        assert_eq!(
+            Args::parse_from(["lease-server"]).max_ttl(),
+            Duration::from_secs(30)
+        );
+        assert!(
+            Args::try_parse_from(["lease-server", "--max-ttl", "1m", "--max-ttl-ms", "5"]).is_err()
+        );
+        assert!(Args::try_parse_from(["lease-server", "--max-ttl", "soon"]).is_err());
     }
 }

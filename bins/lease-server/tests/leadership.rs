@@ -127,14 +127,14 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         .unwrap();
     let ns = h.temp_namespace("lease").await.unwrap();
     let dir = h.work_dir().to_path_buf();
-    let grpc = format!("127.0.0.1:{}", harness::free_port());
     let server = DaemonSpec::new(
         "lease-server",
         PathBuf::from(env!("CARGO_BIN_EXE_lease-server")),
     )
-    .args(["--grpc-addr", &grpc, "--namespace", &ns])
-    .args(["--max-ttl-ms", &TTL_MS.to_string()]);
-    h.spawn_ready(server, Duration::from_secs(60))
+    .args(["--namespace", &ns])
+    .args(["--max-ttl", &format!("{TTL_MS}ms")]);
+    let grpc = h
+        .spawn_lease_server(server, Duration::from_secs(60))
         .await
         .unwrap();
 
@@ -178,21 +178,38 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
 
     // The server's metrics tell the same story: two grants at least, the dead holder's expiry, one
     // lease held.
-    let admin = h.daemon("lease-server").unwrap().admin_addr.clone();
-    let metrics = http_get(&admin, "/metrics");
+    let admin = h.daemon("lease-server").unwrap().admin().await.unwrap();
+    let metrics = admin.metrics();
     for (metric, at_least) in [
         ("cozy_backups_lease_server_grants_total", 2.0),
         ("cozy_backups_lease_server_expirations_total", 1.0),
         ("cozy_backups_lease_server_leases_held", 1.0),
         ("cozy_backups_lease_server_epoch", 1.0),
     ] {
-        let value = metric_value(&metrics, metric);
+        let value = metrics.value(metric, &[]);
         assert!(
             value >= at_least,
-            "{metric} = {value}, expected at least {at_least}:\n{metrics}"
+            "{metric} = {value}, expected at least {at_least}:\n{}",
+            metrics.text()
         );
     }
-    assert!(http_get(&admin, "/ready").starts_with("HTTP/1.1 200"));
+    assert!(admin.is_ready());
+    assert!(
+        metrics.value(
+            "cozy_backups_lease_server_grpc_requests_total",
+            &[("code", "OK"), ("method", "Acquire")]
+        ) >= 2.0,
+        "{}",
+        metrics.text()
+    );
+    assert!(
+        metrics.value(
+            "cozy_backups_lease_server_grpc_request_duration_seconds_count",
+            &[("method", "Acquire")]
+        ) >= 1.0,
+        "{}",
+        metrics.text()
+    );
 
     // 2. kill -9 and restart the lease server under a load of work-lease churn.
     let load_client = lease::LeaseClient::connect_lazy(
@@ -360,27 +377,6 @@ async fn leader_agreed_by_server(
         },
     )
     .await
-}
-
-/// `GET http://{addr}{path}` → the whole response (status line, headers, body).
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// The value of an unlabelled metric in a Prometheus text exposition (0 when absent).
-fn metric_value(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 async fn epoch(h: &Harness, ns: &str) -> u64 {

@@ -1,5 +1,9 @@
-//! Daemon processes under test: spawn with the emulator's kubeconfig and a fresh admin port, capture logs,
-//! probe `/ready`, kill -9 and restart.
+//! Daemon processes under test: spawn with the emulator's kubeconfig, capture logs, probe `/ready`,
+//! kill -9 and restart.
+//!
+//! A daemon binds its admin server on `127.0.0.1:0` and writes the bound address to the file named
+//! by `ADMIN_ADDR_FILE` (see the runtime's `AdminArgs`); the harness reads it, so no port is ever
+//! picked by binding and releasing (which races with other processes).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -20,8 +24,17 @@ pub struct DaemonSpec {
     pub env: Vec<(String, String)>,
     /// Readiness path on the admin address (`/ready`).
     pub ready_path: String,
-    /// Pass the admin address as `--port <port>` instead of `ADMIN_ADDR` (for the emulator binary).
-    pub admin_as_port_flag: bool,
+    /// How the process reports where it listens.
+    pub address: AddressReport,
+}
+
+/// How a spawned process tells the harness its listening address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddressReport {
+    /// A daemon built on the runtime: `ADMIN_ADDR=127.0.0.1:0` and `ADMIN_ADDR_FILE`.
+    AdminAddrFile,
+    /// The emulator binary: `--port 0`; the URL is read from the kubeconfig it writes to this path.
+    Kubeconfig(PathBuf),
 }
 
 impl DaemonSpec {
@@ -33,7 +46,7 @@ impl DaemonSpec {
             args: Vec::new(),
             env: Vec::new(),
             ready_path: "/ready".into(),
-            admin_as_port_flag: false,
+            address: AddressReport::AdminAddrFile,
         }
     }
 
@@ -55,8 +68,9 @@ impl DaemonSpec {
 pub struct Daemon {
     /// What it was started with.
     pub spec: DaemonSpec,
-    /// `127.0.0.1:PORT` of its admin server.
+    /// `127.0.0.1:PORT` of its admin server, once reported (empty before; see [`Daemon::admin`]).
     pub admin_addr: String,
+    addr_file: PathBuf,
     /// Combined stdout/stderr of every run.
     pub log_path: PathBuf,
     /// How many times it was (re)started.
@@ -72,9 +86,11 @@ impl Daemon {
         work_dir: &std::path::Path,
     ) -> Result<Self, Error> {
         let log_path = work_dir.join(format!("{}.log", spec.name));
+        let addr_file = work_dir.join(format!("{}.admin-addr", spec.name));
         let mut d = Daemon {
             spec,
             admin_addr: String::new(),
+            addr_file,
             log_path,
             starts: 0,
             child: None,
@@ -84,8 +100,13 @@ impl Daemon {
     }
 
     pub(crate) fn start(&mut self, kubeconfig: &std::path::Path) -> Result<(), Error> {
-        let port = crate::free_port();
-        self.admin_addr = format!("127.0.0.1:{port}");
+        self.admin_addr.clear();
+        let stale = match &self.spec.address {
+            AddressReport::AdminAddrFile => &self.addr_file,
+            AddressReport::Kubeconfig(path) => path,
+        };
+        // A report left by an earlier run must not be mistaken for this one's.
+        let _ = std::fs::remove_file(stale);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -101,7 +122,8 @@ impl Daemon {
         let mut cmd = tokio::process::Command::new(&self.spec.bin);
         cmd.args(&self.spec.args)
             .env("KUBECONFIG", kubeconfig)
-            .env("ADMIN_ADDR", &self.admin_addr)
+            .env("ADMIN_ADDR", "127.0.0.1:0")
+            .env("ADMIN_ADDR_FILE", &self.addr_file)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -110,8 +132,8 @@ impl Daemon {
             .stdout(log)
             .stderr(err)
             .kill_on_drop(true);
-        if self.spec.admin_as_port_flag {
-            cmd.args(["--port", &port.to_string()]);
+        if matches!(self.spec.address, AddressReport::Kubeconfig(_)) {
+            cmd.args(["--port", "0"]);
         }
         for (k, v) in &self.spec.env {
             cmd.env(k, v);
@@ -125,19 +147,71 @@ impl Daemon {
         Ok(())
     }
 
+    /// The reported listening address, if the process reported it yet.
+    fn reported_addr(&self) -> Option<String> {
+        match &self.spec.address {
+            AddressReport::AdminAddrFile => std::fs::read_to_string(&self.addr_file)
+                .ok()
+                .map(|a| a.trim().to_owned())
+                .filter(|a| !a.is_empty()),
+            AddressReport::Kubeconfig(path) => {
+                let text = std::fs::read_to_string(path).ok()?;
+                text.lines()
+                    .find_map(|l| l.trim().strip_prefix("server:"))
+                    .map(|s| {
+                        s.trim()
+                            .trim_matches(['\'', '"'])
+                            .trim_start_matches("http://")
+                    })
+                    .map(str::to_owned)
+            }
+        }
+    }
+
+    /// The daemon's admin server, waiting (bounded) for the address report.
+    pub async fn admin(&mut self) -> Result<crate::Admin, Error> {
+        self.resolve_addr(Duration::from_secs(30)).await?;
+        Ok(crate::Admin::new(self.admin_addr.clone()))
+    }
+
+    async fn resolve_addr(&mut self, timeout: Duration) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.admin_addr.is_empty() {
+            if let Some(addr) = self.reported_addr() {
+                self.admin_addr = addr;
+                break;
+            }
+            self.check_alive("report its admin address")?;
+            if tokio::time::Instant::now() > deadline {
+                return Err(Error::Timeout(format!(
+                    "{} to report its admin address",
+                    self.spec.name
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    fn check_alive(&mut self, what: &str) -> Result<(), Error> {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(Error::Timeout(format!(
+                "{} to {what}: it exited with {status}; log: {}",
+                self.spec.name,
+                self.log_path.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Polls `GET {admin}{ready_path}` until 200, failing if the process exits or the deadline passes.
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + timeout;
+        self.resolve_addr(timeout).await?;
         loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(Error::Timeout(format!(
-                    "{} to become ready: it exited with {status}; log: {}",
-                    self.spec.name,
-                    self.log_path.display()
-                )));
-            }
+            self.check_alive("become ready")?;
             let addr = self.admin_addr.clone();
             let path = self.spec.ready_path.clone();
             let probe = tokio::task::spawn_blocking(move || crate::http::get(&addr, &path)).await;

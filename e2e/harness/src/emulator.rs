@@ -44,11 +44,14 @@ impl Harness {
 
     /// Chooses the emulator mode and CRD directory.
     pub async fn start_with(mode: EmulatorMode, crds: Option<PathBuf>) -> Result<Self, Error> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let work_dir = std::env::temp_dir().join(format!(
             "e2e-harness-{}-{}",
             std::process::id(),
-            crate::free_port()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
+        // A directory left by an earlier process with the same pid is not ours.
+        let _ = std::fs::remove_dir_all(&work_dir);
         std::fs::create_dir_all(&work_dir).map_err(|source| Error::Process {
             what: format!("creating {}", work_dir.display()),
             source,
@@ -79,7 +82,7 @@ impl Harness {
                     spec = spec.args(["--crds".to_string(), c.display().to_string()]);
                 }
                 spec.ready_path = "/readyz".into();
-                spec.admin_as_port_flag = true;
+                spec.address = crate::daemon::AddressReport::Kubeconfig(kubeconfig.clone());
                 let mut d = Daemon::spawn(spec, &kubeconfig, &work_dir)?;
                 d.wait_ready(Duration::from_secs(30)).await?;
                 let url = format!("http://{}", d.admin_addr);
@@ -202,6 +205,31 @@ impl Harness {
             .iter_mut()
             .find(|d| d.spec.name == name)
             .ok_or_else(|| Error::UnknownDaemon(name.into()))
+    }
+
+    /// Spawns a `lease-server` binary whose gRPC listener binds `127.0.0.1:0`, waits for it to be
+    /// ready and returns the address it reports on `/ready` (`gRPC on IP:PORT`). Its spec is then
+    /// pinned to that address, so a [`Harness::restart`] serves on the same one (clients keep it).
+    pub async fn spawn_lease_server(
+        &mut self,
+        spec: DaemonSpec,
+        timeout: Duration,
+    ) -> Result<String, Error> {
+        let spec = spec.args(["--grpc-addr", "127.0.0.1:0"]);
+        let name = spec.name.clone();
+        let d = self.spawn_ready(spec, timeout).await?;
+        let report = d.admin().await?.ready_report();
+        let addr = report
+            .split("gRPC on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Timeout(format!("{name} to report its gRPC address")))?;
+        let args = &mut d.spec.args;
+        if let Some(i) = args.iter().rposition(|a| a == "127.0.0.1:0") {
+            args[i] = addr.clone();
+        }
+        Ok(addr)
     }
 
     /// `kill -9` a daemon.

@@ -4,24 +4,40 @@
 //! Harness::start()  ──► kube emulator (in-process or a `kube-emulator` process) with deploy/crds/ loaded
 //!      │                 └─ kubeconfig in a private work dir
 //!      ├─ temp_namespace("backup")      generateName'd namespaces, deleted by cleanup()
-//!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG + ADMIN_ADDR, stdout/stderr → log file
-//!      │    └─ wait_ready()             polls GET {admin}/ready until 200
+//!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG, ADMIN_ADDR=127.0.0.1:0 and
+//!      │    │                           ADMIN_ADDR_FILE; stdout/stderr → log file
+//!      │    └─ wait_ready() / admin()   reads the reported address, polls GET {admin}/ready until 200
 //!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand
+//!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
+//!      ├─ audit()                       the emulator's request log, parsed (write counting)
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
+//!
+//!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
+//!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders)
 //! ```
-//! Invariants: every daemon gets a fresh loopback admin port; each harness has its own emulator and work
-//! directory, so tests never share state; daemons are killed when the harness is dropped.
+//! Invariants: every daemon binds a loopback port of its own choosing and reports it; each harness has
+//! its own emulator and work directory, so tests never share state; daemons are killed when the harness
+//! is dropped.
 
+mod admin;
+pub mod audit;
 mod daemon;
 mod dataplane;
 mod emulator;
+pub mod fixtures;
 mod http;
+mod kubectl;
+pub mod leak;
+mod poll;
 
 use std::path::{Path, PathBuf};
 
-pub use daemon::{Daemon, DaemonSpec};
+pub use admin::{Admin, Metrics, Sample};
+pub use audit::{Audit, Request};
+pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
+pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.
 #[derive(Debug, thiserror::Error)]
@@ -95,14 +111,6 @@ pub fn locate_binary(name: &str) -> Result<PathBuf, Error> {
         .into_iter()
         .find(|p| p.is_file())
         .ok_or_else(|| Error::BinaryNotFound(name.to_string()))
-}
-
-/// A free loopback port (bound and released; good enough for tests).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
 }
 
 pub use emulator::Harness;

@@ -1,4 +1,4 @@
-//! The emulator-only admin API under `/emulator/v1` (S16): a JSONL request audit log, fault injection
+//! The emulator-only admin API under `/emulator/v1`: a JSONL request audit log, fault injection
 //! (forced error codes on chosen verbs/resources at a rate, added latency, dropping every watch), the
 //! `pods/log` text hook and snapshots.
 //!
@@ -11,19 +11,14 @@
 //! | PUT | `/emulator/v1/namespaces/{ns}/pods/{name}/log?container=c&append=true` | text/plain log text |
 //! | GET | `/emulator/v1/snapshot` | every stored object as JSON |
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::response::Response;
-use bytes::Bytes;
-use http::{Method, header};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::server::{Inner, Target, error_response};
+use crate::kinds::Kind;
 
 /// One fault-injection rule.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -93,6 +88,11 @@ impl Admin {
         self.faults.push(f);
     }
 
+    /// The current fault rules.
+    pub(crate) fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
     /// Removes every fault rule.
     pub(crate) fn clear_faults(&mut self) {
         self.faults.clear();
@@ -119,94 +119,14 @@ impl Admin {
 }
 
 /// The Status a forced fault answers with.
-pub(crate) fn fault_error(code: u16, t: &Target) -> ApiError {
-    let name = t.name.clone().unwrap_or_default();
+pub(crate) fn fault_error(code: u16, kind: &Kind, name: &str) -> ApiError {
     match code {
-        409 => ApiError::conflict(&t.kind, &name),
+        409 => ApiError::conflict(kind, name),
         410 => ApiError::new(410, "Expired", "too old resource version: forced by fault injection"),
         429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later (injected)")
             .with_details(json!({"retryAfterSeconds": 1})),
         503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request (injected)"),
         504 => ApiError::new(504, "Timeout", "the server was unable to return a response in the time allotted (injected)"),
         _ => ApiError::new(code, "InternalError", "Internal error occurred: injected by the kube-emulator fault API"),
-    }
-}
-
-fn text(code: u16, body: String) -> Response {
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "text/plain")
-        .body(Body::from(body))
-        .expect("response")
-}
-
-fn ok_json(v: Value) -> Response {
-    Response::builder()
-        .status(200)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(v.to_string()))
-        .expect("response")
-}
-
-/// Serves one admin request.
-pub(crate) fn handle(
-    inner: &Inner,
-    method: &Method,
-    path: &str,
-    q: &HashMap<String, String>,
-    body: &Bytes,
-) -> Response {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let mut admin = inner.admin.lock().unwrap_or_else(|e| e.into_inner());
-    match (method.as_str(), &segs[..]) {
-        ("GET", ["emulator", "v1", "audit"]) => text(200, admin.audit_jsonl()),
-        ("DELETE", ["emulator", "v1", "audit"]) => {
-            admin.clear_audit();
-            ok_json(json!({}))
-        }
-        ("GET", ["emulator", "v1", "faults"]) => ok_json(json!(admin.faults)),
-        ("POST", ["emulator", "v1", "faults"]) => match serde_json::from_slice::<Fault>(body) {
-            Ok(f) => {
-                admin.add_fault(f.clone());
-                ok_json(json!(f))
-            }
-            Err(e) => error_response(&ApiError::bad_request(format!("invalid fault: {e}"))),
-        },
-        ("DELETE", ["emulator", "v1", "faults"]) => {
-            admin.clear_faults();
-            ok_json(json!({}))
-        }
-        ("PUT", ["emulator", "v1", "latency"]) => {
-            let v: Value = serde_json::from_slice(body).unwrap_or_default();
-            admin.latency = Duration::from_millis(v["millis"].as_u64().unwrap_or(0));
-            ok_json(json!({"millis": admin.latency.as_millis() as u64}))
-        }
-        ("POST", ["emulator", "v1", "watches", "drop"]) => {
-            inner.drop_watches.send_modify(|n| *n += 1);
-            ok_json(json!({}))
-        }
-        ("PUT", ["emulator", "v1", "namespaces", ns, "pods", pod, "log"]) => {
-            drop(admin);
-            let text = String::from_utf8_lossy(body).to_string();
-            let append = q.get("append").is_some_and(|a| a == "true");
-            match inner.st().set_pod_log(
-                ns,
-                pod,
-                q.get("container").map(String::as_str),
-                &text,
-                append,
-            ) {
-                Ok(()) => {
-                    inner.changed.notify_one();
-                    ok_json(json!({}))
-                }
-                Err(e) => error_response(&e),
-            }
-        }
-        ("GET", ["emulator", "v1", "snapshot"]) => {
-            drop(admin);
-            ok_json(inner.st().snapshot())
-        }
-        _ => error_response(&ApiError::no_route()),
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::{Config, Emulator};
+use crate::emulator::{Config, Emulator};
 
 /// Runs a Kubernetes API emulator on loopback HTTP.
 #[derive(Debug, Parser)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::server::Inner;
+use crate::shared::Inner;
 use crate::ssa::Scope;
 use crate::store::{DeleteOpts, State, WriteOpts, to_view};
 
@@ -96,13 +96,23 @@ pub(crate) fn reconcile(st: &mut State) {
     let all = infos(st);
     let uids: HashSet<&str> = all.iter().map(|i| i.uid.as_str()).collect();
 
-    // Background GC: dependents whose owners are all gone.
+    // Background GC: dependents whose owners are all gone are deleted; dependents that still have an
+    // owner lose the references to the owners that are gone (upstream's "dangling references").
     for i in &all {
-        if !i.owners.is_empty()
-            && !i.deleting
-            && i.owners.iter().all(|o| !uids.contains(o.as_str()))
-        {
+        if i.owners.is_empty() || i.deleting {
+            continue;
+        }
+        let gone: Vec<&String> = i
+            .owners
+            .iter()
+            .filter(|o| !uids.contains(o.as_str()))
+            .collect();
+        if gone.len() == i.owners.len() {
             delete(st, &i.storage, &i.ns, &i.name);
+        } else {
+            for owner in gone {
+                strip_owner(st, i, owner);
+            }
         }
     }
     for owner in all.iter().filter(|i| i.deleting) {

@@ -1,10 +1,9 @@
-//! Discovery (legacy and aggregated v2), `/version` and the minimal `/openapi/v3` kubectl's validation
-//! needs. Everything is derived from the current kinds table, so a CRD appears and disappears at once.
+//! Discovery (legacy and aggregated v2) and `/version`. Everything is derived from the current kinds
+//! table, so a CRD appears and disappears at once.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use sha2::Digest;
 
 use crate::kinds::Kind;
 
@@ -165,67 +164,4 @@ pub(crate) fn aggregated(kinds: &[std::sync::Arc<Kind>], core: bool) -> Value {
         })
         .collect();
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
-}
-
-/// The per-group-version OpenAPI v3 document: one PATCH operation per kind.
-pub(crate) fn openapi_doc(
-    kinds: &[std::sync::Arc<Kind>],
-    group: &str,
-    version: &str,
-) -> Option<Value> {
-    let mut paths = serde_json::Map::new();
-    for k in kinds
-        .iter()
-        .filter(|k| k.group == group && k.version == version)
-    {
-        let base = if group.is_empty() {
-            format!("/api/{version}")
-        } else {
-            format!("/apis/{group}/{version}")
-        };
-        let path = if k.namespaced {
-            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", k.plural)
-        } else {
-            format!("{base}/{}/{{name}}", k.plural)
-        };
-        paths.insert(path, json!({"patch": {
-            "x-kubernetes-group-version-kind": {"group": k.group, "version": k.version, "kind": k.kind},
-            "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
-                           {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
-                           {"name": "dryRun", "in": "query", "schema": {"type": "string"}}],
-            "requestBody": {"content": {"application/json-patch+json": {}, "application/merge-patch+json": {}, "application/apply-patch+yaml": {}}},
-            "responses": {"200": {"description": "OK"}}}}));
-    }
-    if paths.is_empty() {
-        return None;
-    }
-    Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0"},
-        "components": {"schemas": {}}, "paths": paths}),
-    )
-}
-
-fn hash(v: &Value) -> String {
-    hex::encode(sha2::Sha256::digest(v.to_string().as_bytes())).to_uppercase()
-}
-
-/// `GET /openapi/v3`: every served group-version with a content hash.
-pub(crate) fn openapi_root(kinds: &[std::sync::Arc<Kind>]) -> Value {
-    let mut paths = serde_json::Map::new();
-    for (g, vs) in groups(kinds) {
-        for v in vs {
-            let key = if g.is_empty() {
-                format!("api/{v}")
-            } else {
-                format!("apis/{g}/{v}")
-            };
-            if let Some(doc) = openapi_doc(kinds, &g, &v) {
-                paths.insert(
-                    key.clone(),
-                    json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}),
-                );
-            }
-        }
-    }
-    json!({"paths": paths})
 }

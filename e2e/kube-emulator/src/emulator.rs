@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use crate::admin::{Admin, Fault};
-use crate::server::{Inner, handle};
+use crate::server::handle;
+use crate::shared::Inner;
 use crate::store::{State, WriteOpts};
 
 /// Errors starting or driving the emulator.
@@ -167,6 +168,7 @@ impl Emulator {
             shutdown,
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
+            openapi: Mutex::new(crate::openapi::Cache::default()),
         });
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;
@@ -177,7 +179,7 @@ impl Emulator {
                 let dir = std::env::temp_dir().join(format!(
                     "kube-emulator-{}-{}",
                     std::process::id(),
-                    crate::store::uuid()
+                    crate::json::uuid()
                 ));
                 (dir.join("kubeconfig"), Some(dir))
             }
@@ -357,38 +359,22 @@ impl Running {
 
     /// The request audit log as JSONL.
     pub fn audit_log(&self) -> String {
-        self.inner
-            .admin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .audit_jsonl()
+        self.inner.admin().audit_jsonl()
     }
 
     /// Adds a fault-injection rule.
     pub fn inject_fault(&self, fault: Fault) {
-        self.inner
-            .admin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add_fault(fault);
+        self.inner.admin().add_fault(fault);
     }
 
     /// Removes every fault rule.
     pub fn clear_faults(&self) {
-        self.inner
-            .admin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear_faults();
+        self.inner.admin().clear_faults();
     }
 
     /// Adds latency before every API request.
     pub fn set_latency(&self, d: Duration) {
-        self.inner
-            .admin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .latency = d;
+        self.inner.admin().latency = d;
     }
 
     /// Ends every open watch stream.

@@ -60,6 +60,10 @@ pub(crate) struct Kind {
     pub(crate) schema: Option<Value>,
     /// Is this the preferred (storage) version of its group for discovery ordering.
     pub(crate) preferred: bool,
+    /// The CRD version's `selectableFields` (`spec.color`), usable in field selectors.
+    pub(crate) selectable_fields: Vec<String>,
+    /// The serving CRD's `metadata.generation` (0 for built-ins): derived documents are cached by it.
+    pub(crate) source_generation: i64,
 }
 
 impl Kind {
@@ -121,7 +125,7 @@ fn builtin(
         custom: false,
         tracks_generation: matches!(
             kind,
-            "Deployment" | "Job" | "CustomResourceDefinition" | "StatefulSet" | "DaemonSet"
+            "Deployment" | "Job" | "CustomResourceDefinition" | "StatefulSet" | "DaemonSet" | "Pod"
         ),
         return_deleted_object: matches!(kind, "Pod" | "ServiceAccount"),
         // core/v1 and events.k8s.io/v1 Events share one store, as upstream.
@@ -135,6 +139,8 @@ fn builtin(
         printer_columns: Vec::new(),
         schema: None,
         preferred: true,
+        selectable_fields: Vec::new(),
+        source_generation: 0,
     }
 }
 
@@ -330,6 +336,16 @@ pub(crate) fn from_crd(crd: &Value) -> Vec<Kind> {
             printer_columns,
             schema: ver["schema"].get("openAPIV3Schema").cloned(),
             preferred: ver["storage"].as_bool() == Some(true),
+            selectable_fields: ver["selectableFields"]
+                .as_array()
+                .map(|fs| {
+                    fs.iter()
+                        .filter_map(|f| f["jsonPath"].as_str())
+                        .map(|p| p.trim_start_matches('.').to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            source_generation: crd["metadata"]["generation"].as_i64().unwrap_or(0),
         });
     }
     out
@@ -466,39 +482,4 @@ pub(crate) fn crd_status(crd: &Value, now: &str) -> Value {
              "message": "the initial names have been accepted", "lastTransitionTime": stamp("Established")},
         ]
     })
-}
-
-/// Validates a CRD body; returns a message for a 422 on failure.
-pub(crate) fn validate_crd(crd: &Value) -> Result<(), String> {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or_default();
-    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
-    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
-    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-    if group.is_empty() || plural.is_empty() || kind.is_empty() {
-        return Err("spec.group, spec.names.plural and spec.names.kind are required".into());
-    }
-    if name != format!("{plural}.{group}") {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        ));
-    }
-    let storage = spec["versions"]
-        .as_array()
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v["storage"].as_bool() == Some(true))
-                .count()
-        })
-        .unwrap_or(0);
-    if storage != 1 {
-        return Err(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        );
-    }
-    match spec["scope"].as_str() {
-        Some("Namespaced") | Some("Cluster") => Ok(()),
-        _ => Err("spec.scope: Unsupported value: must be Namespaced or Cluster".into()),
-    }
 }

@@ -1,6 +1,6 @@
 //! A Kubernetes API server emulator on loopback HTTP, faithful enough that kube-rs 5 clients,
 //! kube-runtime watchers/controllers/finalizers and the installed `kubectl` work against it unmodified.
-//! Requirements: `shared/spec/kube-emulator.md`; what is *not* emulated: `docs/kube-emulator.md`.
+//! What it emulates and what it does not: `docs/kube-emulator.md`.
 //!
 //! ```text
 //!  kube::Client / kubectl ──HTTP/1.1──► server (routing, negotiation, audit, faults)
@@ -15,6 +15,11 @@
 //! change and none for no-op writes; discovery and OpenAPI are derived from the current kinds table so they
 //! never list a group-version that cannot be served.
 //!
+//! Module layers (each depends only on layers above it, so there are no module cycles):
+//! `json`, `kinds` (leaves) → `selector`, `error`, `printers`, `openapi` → `schema`, `validation`,
+//! `patch`, `ssa`, `table`, `discovery`, `protobuf` → `store` → `admin`, `shared` (the state behind the HTTP server and the controllers) →
+//! `server`, `controllers` → `emulator` → `cli`.
+//!
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
 
 mod admin;
@@ -23,15 +28,20 @@ mod controllers;
 mod discovery;
 mod emulator;
 mod error;
+mod json;
 mod kinds;
+mod openapi;
 mod patch;
+mod printers;
 mod protobuf;
 mod schema;
 mod selector;
 mod server;
+mod shared;
 mod ssa;
 mod store;
 mod table;
+mod validation;
 
 pub use admin::Fault;
 pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};

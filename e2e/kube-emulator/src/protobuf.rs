@@ -1,4 +1,4 @@
-//! Protobuf request bodies (spec C1) for the built-in kinds kubectl's generator commands create:
+//! Protobuf request bodies for the built-in kinds kubectl's generator commands create:
 //! `kubectl create namespace|configmap|secret generic|serviceaccount|deployment|job`.
 //!
 //! A body is the `k8s\0` magic followed by a `runtime.Unknown` envelope (typeMeta, raw, contentEncoding,

@@ -1,4 +1,4 @@
-//! Structural-schema handling for custom resources (spec S5, C4), in the apiserver's order:
+//! Structural-schema handling for custom resources, in the apiserver's order:
 //! prune unknown fields → apply defaults → validate (OpenAPI keywords, then CEL `x-kubernetes-validations`).
 //!
 //! * Pruning drops fields the schema does not declare, unless `x-kubernetes-preserve-unknown-fields`;
@@ -14,9 +14,9 @@
 //! * Ratcheting (as upstream since 1.30): on an update, an error on a value that did not change is not
 //!   reported, so objects stored before a rule existed can still get their status written.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::kinds::Kind;
 
 /// The `fieldValidation` query parameter.
@@ -32,28 +32,15 @@ pub(crate) enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// Parses the query parameter (absent → Warn).
-    pub(crate) fn parse(v: Option<&str>) -> Result<Self, ApiError> {
+    /// Parses the query parameter (absent → Warn); unsupported values are rejected earlier, with the
+    /// request's other options.
+    pub(crate) fn parse(v: Option<&str>) -> Self {
         match v {
-            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-            Some("Strict") => Ok(FieldValidation::Strict),
-            Some("Ignore") => Ok(FieldValidation::Ignore),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}"
-            ))),
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            _ => FieldValidation::Warn,
         }
     }
-}
-
-/// One field error.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct FieldError {
-    /// `spec.x`, `status.conditions[0].reason`.
-    pub(crate) field: String,
-    /// `FieldValueInvalid`, `FieldValueRequired`, ….
-    pub(crate) reason: &'static str,
-    /// The error body without the field, e.g. `Required value`.
-    pub(crate) body: String,
 }
 
 fn join(path: &str, k: &str) -> String {
@@ -505,17 +492,17 @@ pub(crate) fn validate_cel(s: &Value, v: &Value, old: Option<&Value>) -> Vec<Fie
 /// Prunes, defaults and validates a custom resource write in place.
 ///
 /// `old` is the stored object on updates. `status_only` restricts reported errors to `.status` (the
-/// `/status` subresource). Returns the warnings for the response; fails with 400 (Strict and unknown
-/// fields) or 422.
+/// `/status` subresource). Returns the warnings for the response and the field errors (which the caller
+/// reports in one 422 together with the metadata errors); fails with 400 for unknown fields under Strict.
 pub(crate) fn admit(
     kind: &Kind,
     obj: &mut Value,
     old: Option<&Value>,
     status_only: bool,
     fv: FieldValidation,
-) -> Result<Vec<String>, ApiError> {
+) -> Result<(Vec<String>, Vec<FieldError>), ApiError> {
     let Some(schema) = kind.schema.as_ref() else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let mut unknown = prune(schema, obj);
     if status_only {
@@ -565,49 +552,13 @@ pub(crate) fn admit(
             e.field == "status" || e.field.starts_with("status.") || e.field.starts_with("status[")
         });
     }
-    if errs.is_empty() {
-        return Ok(warnings);
-    }
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    Err(invalid_error(kind, name, &errs))
-}
-
-/// 422 `Invalid` as upstream `errors.NewInvalid` renders it.
-pub(crate) fn invalid_error(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiError {
-    let lines: Vec<String> = errs
-        .iter()
-        .map(|e| format!("{}: {}", e.field, e.body))
-        .collect();
-    let joined = if lines.len() == 1 {
-        lines[0].clone()
-    } else {
-        format!("[{}]", lines.join(", "))
-    };
-    let qualified = if kind.group.is_empty() {
-        kind.kind.clone()
-    } else {
-        format!("{}.{}", kind.kind, kind.group)
-    };
-    let causes: Vec<Value> = errs
-        .iter()
-        .map(|e| json!({"reason": e.reason, "message": e.body, "field": e.field}))
-        .collect();
-    let mut details = Map::new();
-    details.insert("name".into(), json!(name));
-    details.insert("group".into(), json!(kind.group));
-    details.insert("kind".into(), json!(kind.kind));
-    details.insert("causes".into(), json!(causes));
-    ApiError::new(
-        422,
-        "Invalid",
-        format!("{qualified} \"{name}\" is invalid: {joined}"),
-    )
-    .with_details(Value::Object(details))
+    Ok((warnings, errs))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::invalid_error;
 
     fn schema() -> Value {
         json!({"type": "object", "properties": {
@@ -700,13 +651,13 @@ mod tests {
             json!({"metadata": {"name": "w"}, "spec": {"n": "x"}, "status": {"phase": "A"}});
         assert_eq!(
             admit(&kind, &mut new, Some(&old), true, FieldValidation::Warn).unwrap(),
-            Vec::<String>::new()
+            (Vec::<String>::new(), Vec::new())
         );
         // Changing the invalid value to another invalid one is reported.
         let mut new = json!({"metadata": {"name": "w"}, "spec": {"n": "y"}});
-        let e = admit(&kind, &mut new, Some(&old), false, FieldValidation::Warn).unwrap_err();
+        let (_, errs) = admit(&kind, &mut new, Some(&old), false, FieldValidation::Warn).unwrap();
         assert_eq!(
-            e.message,
+            invalid_error(&kind, "w", &errs).message,
             "W.example.com \"w\" is invalid: spec.n: Invalid value: \"y\": spec.n in body should be at least 2 chars long"
         );
         // On /status only status errors and status unknown fields count.
@@ -718,9 +669,9 @@ mod tests {
         );
         let mut new =
             json!({"metadata": {"name": "w"}, "spec": {"n": "x"}, "status": {"phase": "C"}});
-        let e = admit(&kind, &mut new, Some(&old), true, FieldValidation::Strict).unwrap_err();
+        let (_, errs) = admit(&kind, &mut new, Some(&old), true, FieldValidation::Strict).unwrap();
         assert_eq!(
-            e.message,
+            invalid_error(&kind, "w", &errs).message,
             "W.example.com \"w\" is invalid: status.phase: Unsupported value: \"C\": supported values: \"A\", \"B\""
         );
     }

@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use crate::kinds::Kind;
+
 #[derive(Debug, Clone, PartialEq)]
 enum Req {
     Eq(String, String),
@@ -122,6 +124,11 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// Whether the selector selects everything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether the object's labels satisfy every requirement.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
@@ -179,8 +186,16 @@ fn allowed_fields(kind: &str) -> &'static [&'static str] {
 }
 
 impl FieldSelector {
-    /// Parses the query-string form for a kind; unknown fields are 400 BadRequest.
-    pub(crate) fn parse(s: &str, kind: &str) -> Result<Self, String> {
+    /// Parses the query-string form for a kind; unknown fields are 400 BadRequest, worded as upstream: the
+    /// kinds with their own field-label conversion (those with extra fields, and custom resources) say
+    /// `field label not supported`, the others name the two metadata fields.
+    pub(crate) fn parse(s: &str, kind: &Kind) -> Result<Self, String> {
+        let extra: Vec<&str> = allowed_fields(&kind.kind)
+            .iter()
+            .copied()
+            .chain(kind.selectable_fields.iter().map(String::as_str))
+            .collect();
+        let namespace_ok = !kind.custom || kind.namespaced;
         let mut out = Vec::new();
         for part in split_top(s) {
             let (k, neg, v) = if let Some((k, v)) = part.split_once("!=") {
@@ -195,17 +210,26 @@ impl FieldSelector {
                 ));
             };
             let k = k.trim();
-            if k != "metadata.name"
-                && k != "metadata.namespace"
-                && !allowed_fields(kind).contains(&k)
-            {
-                return Err(format!(
-                    "\"{k}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-                ));
+            let known = k == "metadata.name"
+                || (k == "metadata.namespace" && namespace_ok)
+                || extra.contains(&k);
+            if !known {
+                return Err(if kind.custom || !allowed_fields(&kind.kind).is_empty() {
+                    format!("field label not supported: {k}")
+                } else {
+                    format!(
+                        "\"{k}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                });
             }
             out.push((k.to_string(), neg, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
+    }
+
+    /// Whether the selector selects everything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Whether the object (in the requested representation) satisfies every term.
@@ -265,17 +289,30 @@ mod tests {
 
     #[test]
     fn field_selectors() {
+        let kind = |k: &str| {
+            crate::kinds::builtins()
+                .into_iter()
+                .find(|x| x.kind == k)
+                .unwrap()
+        };
         let obj = json!({"metadata": {"name": "a", "namespace": "n"}});
         assert!(
-            FieldSelector::parse("metadata.name=a", "ConfigMap")
+            FieldSelector::parse("metadata.name=a", &kind("ConfigMap"))
                 .unwrap()
                 .matches(&obj)
         );
         assert!(
-            !FieldSelector::parse("metadata.name!=a", "ConfigMap")
+            !FieldSelector::parse("metadata.name!=a", &kind("ConfigMap"))
                 .unwrap()
                 .matches(&obj)
         );
-        assert!(FieldSelector::parse("spec.foo=a", "ConfigMap").is_err());
+        assert_eq!(
+            FieldSelector::parse("spec.foo=a", &kind("ConfigMap")).unwrap_err(),
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.foo=a", &kind("Pod")).unwrap_err(),
+            "field label not supported: spec.foo"
+        );
     }
 }

@@ -351,10 +351,21 @@ pub(crate) fn track_update(
     write_entries(new, entries);
 }
 
-/// Apply conflicts: (the other manager as upstream prints it, e.g. `conflict with "m" using v1`, the field
-/// path as upstream prints it, e.g. `.spec.containers[name="a"].image`).
+/// One apply conflict.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Conflict {
+    /// The other manager's identifier as upstream encodes it (JSON of manager, operation, apiVersion for
+    /// Update managers, subresource); upstream sorts managers by it.
+    pub(crate) id: String,
+    /// The other manager as upstream prints it, e.g. `"m" using v1` or `"m" with subresource "status"`.
+    pub(crate) manager: String,
+    /// The field path as upstream prints it, e.g. `.spec.containers[name="a"].image`.
+    pub(crate) path: String,
+}
+
+/// The conflicts of one apply, in field order.
 #[derive(Debug)]
-pub(crate) struct Conflicts(pub Vec<(String, String)>);
+pub(crate) struct Conflicts(pub Vec<Conflict>);
 
 /// A field path in structured-merge-diff's `fieldpath.Path.String()` form: `.f`, `[k1=v1,k2=v2]` for
 /// list-map keys (sorted, values JSON), `[=v]` for set members.
@@ -381,13 +392,32 @@ fn dotted(path: &[String]) -> String {
 
 /// upstream `printManager`: the manager, its subresource, and for Update managers the API version.
 fn print_manager(e: &Entry) -> String {
-    let mut s = format!("conflict with \"{}\"", e.manager);
+    let mut s = format!("\"{}\"", e.manager);
     if let Some(sub) = &e.subresource {
         s.push_str(&format!(" with subresource \"{sub}\""));
     }
     if e.operation == "Update" {
         s.push_str(&format!(" using {}", e.api_version));
     }
+    s
+}
+
+/// upstream `BuildManagerIdentifier`: the entry without fields and time, and without the API version for
+/// appliers, as JSON in the field order of `ManagedFieldsEntry`.
+fn manager_id(e: &Entry) -> String {
+    let q = |v: &str| Value::String(v.to_string()).to_string();
+    let mut s = format!(
+        "{{\"manager\":{},\"operation\":{}",
+        q(&e.manager),
+        q(&e.operation)
+    );
+    if e.operation != "Apply" {
+        s.push_str(&format!(",\"apiVersion\":{}", q(&e.api_version)));
+    }
+    if let Some(sub) = &e.subresource {
+        s.push_str(&format!(",\"subresource\":{}", q(sub)));
+    }
+    s.push('}');
     s
 }
 
@@ -467,7 +497,7 @@ pub(crate) fn apply(
     now: &str,
 ) -> Result<Value, Conflicts> {
     let mut cfg = cfg.clone();
-    crate::store::canonical_numbers(&mut cfg);
+    crate::json::canonical_numbers(&mut cfg);
     let cfg = &cfg;
     let mut entries = parse_entries(live);
     let sub = subresource_of(scope);
@@ -489,8 +519,12 @@ pub(crate) fn apply(
                 e.set.remove(p);
             }
         } else {
-            let who = print_manager(e);
-            conflicts.extend(clash.iter().map(|p| (who.clone(), dotted(p))));
+            let (id, who) = (manager_id(e), print_manager(e));
+            conflicts.extend(clash.iter().map(|p| Conflict {
+                id: id.clone(),
+                manager: who.clone(),
+                path: dotted(p),
+            }));
         }
     }
     if !conflicts.is_empty() {
@@ -629,10 +663,11 @@ mod tests {
         let err = apply(&k, &live, &steal, "ma", false, Scope::StatusOnly, "t").unwrap_err();
         assert_eq!(
             err.0,
-            vec![(
-                "conflict with \"mb\" with subresource \"status\"".to_string(),
-                ".status.conditions[type=\"B\"].status".to_string()
-            )]
+            vec![Conflict {
+                id: r#"{"manager":"mb","operation":"Apply","subresource":"status"}"#.into(),
+                manager: "\"mb\" with subresource \"status\"".into(),
+                path: ".status.conditions[type=\"B\"].status".into()
+            }]
         );
         assert!(apply(&k, &live, &steal, "ma", true, Scope::StatusOnly, "t").is_ok());
     }
@@ -703,10 +738,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.0,
-            vec![(
-                "conflict with \"kube-emulator\" using apiextensions.k8s.io/v1".to_string(),
-                ".spec.versions[name=\"v1\"].served".to_string()
-            )]
+            vec![Conflict {
+                id: r#"{"manager":"kube-emulator","operation":"Update","apiVersion":"apiextensions.k8s.io/v1"}"#
+                    .into(),
+                manager: "\"kube-emulator\" using apiextensions.k8s.io/v1".into(),
+                path: ".spec.versions[name=\"v1\"].served".into()
+            }]
         );
     }
 

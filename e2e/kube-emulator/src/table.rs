@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
+use crate::json::age;
 use crate::kinds::Kind;
+use crate::printers;
 
 /// `includeObject` of a Table request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,50 +34,12 @@ fn columns(kind: &Kind) -> Vec<Value> {
             cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
                 "description": c.description, "priority": c.priority}));
         }
+    } else if let Some(builtin) = printers::columns(kind) {
+        return builtin;
     } else {
         cols.push(json!({"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
     }
     cols
-}
-
-/// Human age like kubectl's `HumanDuration`.
-pub(crate) fn age(ts: &str) -> String {
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
-        return "<invalid>".into();
-    };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-        .num_seconds()
-        .max(0);
-    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
-    if secs < 120 {
-        format!("{secs}s")
-    } else if m < 10 {
-        if secs % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", secs % 60)
-        }
-    } else if h < 3 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if d < 8 {
-        if h % 24 == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        }
-    } else if d < 365 * 2 {
-        format!("{d}d")
-    } else {
-        format!("{}y", d / 365)
-    }
 }
 
 /// Evaluates the JSONPath subset CRD printer columns use: `.a.b`, `.a[0]`, `.a[*].b`,
@@ -174,7 +138,9 @@ pub(crate) fn table(
         .iter()
         .map(|o| {
             let mut cells = vec![o["metadata"]["name"].clone()];
-            if kind.custom {
+            if let Some(builtin) = printers::cells(kind, o) {
+                cells = builtin;
+            } else if kind.custom {
                 if kind.printer_columns.is_empty() {
                     cells.push(json!(age(o["metadata"]["creationTimestamp"]
                         .as_str()
@@ -222,12 +188,5 @@ mod tests {
             vec![json!("A"), json!("Ready")]
         );
         assert!(jsonpath(&o, ".missing.x").is_empty());
-    }
-
-    #[test]
-    fn ages() {
-        assert_eq!(age("bad"), "<invalid>");
-        let t = (chrono::Utc::now() - chrono::Duration::hours(50)).to_rfc3339();
-        assert_eq!(age(&t), "2d2h");
     }
 }

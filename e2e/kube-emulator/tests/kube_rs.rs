@@ -440,6 +440,10 @@ async fn namespace_lifecycle() {
             .unwrap_err(),
     );
     assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        err.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated"
+    );
     eventually("plain content deleted", || async {
         cms.get_opt("plain").await.unwrap().is_none().then_some(())
     })

@@ -118,7 +118,10 @@ async fn scenario(bin: &str) {
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
     let has_project_crds = std::fs::read_dir(&crds).is_ok_and(|mut d| d.next().is_some());
     if has_project_crds {
-        k.ok(&["apply", "-f", crds.to_str().unwrap()]).await;
+        // Server-side: a client-side apply keeps the whole manifest in an annotation, which the largest
+        // project CRDs would push past the 256 KiB annotation limit (see `client_side_apply_limit`).
+        k.ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()])
+            .await;
     }
     let crd = k.file("crd.yaml", WIDGET_CRD);
     assert!(
@@ -189,8 +192,11 @@ async fn scenario(bin: &str) {
     let containers: serde_json::Value = serde_json::from_str(&containers).unwrap();
     assert_eq!(
         containers,
-        serde_json::json!([{"name": "a", "image": "img:2", "env": [{"name": "Z", "value": "3"}]},
-                           {"name": "b", "image": "other:1"}])
+        serde_json::json!([{"name": "a", "image": "img:2", "env": [{"name": "Z", "value": "3"}],
+                            "imagePullPolicy": "IfNotPresent", "terminationMessagePath": "/dev/termination-log",
+                            "terminationMessagePolicy": "File"},
+                           {"name": "b", "image": "other:1", "imagePullPolicy": "IfNotPresent",
+                            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}])
     );
 
     // server-side apply, then a conflicting field manager
@@ -425,6 +431,25 @@ async fn server_side_reapply_and_real_conflict() {
         conflict.stderr.lines().next().unwrap(),
         r#"error: Apply failed with 1 conflict: conflict with "kubectl-patch" using apps/v1: .spec.template.spec.containers[name="a"].image"#
     );
+    // Several conflicts are grouped under their manager, one field per line.
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"b","image":"other:9"}]}}}}"#,
+    ])
+    .await;
+    let conflict = k.run(&["apply", "--server-side", "-f", &deploy]).await;
+    assert!(!conflict.ok);
+    assert_eq!(
+        conflict.stderr.lines().take(3).collect::<Vec<_>>(),
+        vec![
+            r#"error: Apply failed with 2 conflicts: conflicts with "kubectl-patch" using apps/v1:"#,
+            r#"- .spec.template.spec.containers[name="a"].image"#,
+            r#"- .spec.template.spec.containers[name="b"].image"#,
+        ]
+    );
     k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &deploy])
         .await;
     assert_eq!(
@@ -440,16 +465,18 @@ async fn server_side_reapply_and_real_conflict() {
     );
 }
 
-/// The object as `kubectl get -o json` shows it, without the fields the server assigns per object.
+/// The object as `kubectl get -o json` shows it, without the fields the server assigns per object (the
+/// uid also where the server copied it, e.g. into a Job's generated selector).
 fn without_server_fields(mut v: serde_json::Value, rename: Option<&str>) -> serde_json::Value {
     let meta = v["metadata"].as_object_mut().unwrap();
+    let uid = meta["uid"].as_str().unwrap().to_string();
     for k in ["uid", "resourceVersion", "creationTimestamp"] {
         meta.remove(k);
     }
     if let Some(n) = rename {
         meta.insert("name".into(), serde_json::json!(n));
     }
-    v
+    serde_json::from_str(&v.to_string().replace(&uid, "UID")).unwrap()
 }
 
 /// kubectl's generator commands send protobuf bodies (`k8s\0` + runtime.Unknown). Each one succeeds, and the
@@ -598,7 +625,7 @@ async fn protobuf_generator_commands() {
     );
     assert_eq!(
         deploy["template"]["spec"]["containers"][0]["ports"],
-        serde_json::json!([{"containerPort": 80}])
+        serde_json::json!([{"containerPort": 80, "protocol": "TCP"}])
     );
     let job: serde_json::Value = serde_json::from_str(
         &k.ok(&["get", "job", "pb", "-o", "jsonpath={.spec.template.spec}"])
@@ -620,4 +647,394 @@ async fn protobuf_generator_commands() {
         svc.stderr,
         "error: failed to create ClusterIP service: the kube-emulator does not decode protobuf request bodies for v1 Service (it decodes Namespace, ConfigMap, Secret, ServiceAccount, apps/v1 Deployment and batch/v1 Job as kubectl's generator commands send them); use `kubectl create ... --dry-run=client -o yaml | kubectl apply -f -` instead, which sends JSON\n"
     );
+}
+
+/// The first line of each listing, split into column names.
+fn header(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The row of `name` in a listing, split into cells.
+fn row(table: &str, name: &str) -> Vec<String> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{table}"))
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+const BUILTINS: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: a, image: "nginx:1"}, {name: b, image: "busybox:1"}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p1}
+spec: {containers: [{name: c, image: "busybox:1"}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s}
+stringData: {user: u, password: p}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+data: {a: "1", b: "2", c: "3"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j}
+spec:
+  template:
+    spec: {restartPolicy: Never, containers: [{name: c, image: "busybox:1"}]}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: p1.1}
+involvedObject: {kind: Pod, name: p1, namespace: default}
+reason: Started
+message: "hello there "
+type: Normal
+source: {component: kubelet, host: node-1}
+firstTimestamp: "2026-01-01T00:00:00Z"
+lastTimestamp: "2026-01-01T00:00:00Z"
+count: 3
+"#;
+
+/// `kubectl get` of the built-in kinds shows the columns kubectl users know, filled as upstream's
+/// printers fill them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_tables_show_kubectls_columns() {
+    let emu = emulator().await;
+    let Some(k) = Kubectl::new("/usr/bin/kubectl", &emu) else {
+        return;
+    };
+    let f = k.file("builtins.yaml", BUILTINS);
+    k.ok(&["create", "-f", &f]).await;
+    let cases: &[(&str, &str, &[&str], &[&str])] = &[
+        (
+            "deployments",
+            "web",
+            &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+            &["web", "0/2", "0", "0"],
+        ),
+        (
+            "namespaces",
+            "team",
+            &["NAME", "STATUS", "AGE"],
+            &["team", "Active"],
+        ),
+        (
+            "pods",
+            "p1",
+            &["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+            &["p1", "0/1", "Pending", "0"],
+        ),
+        (
+            "secrets",
+            "s",
+            &["NAME", "TYPE", "DATA", "AGE"],
+            &["s", "Opaque", "2"],
+        ),
+        ("configmaps", "c", &["NAME", "DATA", "AGE"], &["c", "3"]),
+        (
+            "services",
+            "svc",
+            &[
+                "NAME",
+                "TYPE",
+                "CLUSTER-IP",
+                "EXTERNAL-IP",
+                "PORT(S)",
+                "AGE",
+            ],
+            &["svc", "ClusterIP", "CLUSTER-IP", "<none>", "80/TCP"],
+        ),
+        (
+            "jobs",
+            "j",
+            &["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+            &["j", "Running", "0/1"],
+        ),
+    ];
+    for (resource, name, want_header, want_cells) in cases {
+        let table = k.ok(&["get", resource]).await;
+        assert_eq!(header(&table), *want_header, "{resource}:\n{table}");
+        let mut cells = row(&table, name);
+        if *resource == "services" {
+            // The allocated address varies; it is one of the emulator's service range.
+            assert!(cells[2].starts_with("10.96."), "{table}");
+            cells[2] = "CLUSTER-IP".into();
+        }
+        assert_eq!(
+            &cells[..want_cells.len()],
+            *want_cells,
+            "{resource}:\n{table}"
+        );
+    }
+    // Events: LAST SEEN comes first, OBJECT is kind/name, the message is trimmed.
+    let events = k.ok(&["get", "events"]).await;
+    assert_eq!(
+        header(&events),
+        vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{events}"
+    );
+    let line = events.lines().nth(1).unwrap();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        &cells[1..],
+        &["Normal", "Started", "pod/p1", "hello", "there"]
+    );
+    // Wide columns.
+    let wide = k.ok(&["get", "deployment", "web", "-o", "wide"]).await;
+    assert_eq!(
+        header(&wide),
+        vec![
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(
+        &row(&wide, "web")[5..],
+        &["a,b", "nginx:1,busybox:1", "app=web"]
+    );
+    let wide = k.ok(&["get", "events", "-o", "wide"]).await;
+    assert!(
+        wide.lines().nth(1).unwrap().contains("kubelet, node-1"),
+        "{wide}"
+    );
+}
+
+const WIDGET_SELECTABLE: &str = "    selectableFields: [{jsonPath: .spec.color}]\n";
+
+/// `kubectl explain` reads the served schemas; kubectl 1.27 (which validates through `/openapi/v2` as
+/// protobuf) creates and applies with its default validation; `--chunk-size` pages through lists; CRD
+/// selectable fields work in `--field-selector`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_old_kubectl_chunks_and_selectable_fields() {
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    let emu = emulator_with(kube_emulator::Config::default().with_crds(&crds)).await;
+    let Some(k) = Kubectl::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33", &emu) else {
+        return;
+    };
+    let explain = k.ok(&["explain", "backupjob.spec"]).await;
+    assert!(
+        explain.contains("KIND:       BackupJob")
+            && explain.contains("backupClassName\t<string> -required-"),
+        "{explain}"
+    );
+    let explain = k.ok(&["explain", "deployment.spec.replicas"]).await;
+    assert!(
+        explain.contains("FIELD: replicas <integer>")
+            && explain.contains("Number of desired pods."),
+        "{explain}"
+    );
+
+    if let Some(old) = Kubectl::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.27", &emu) {
+        let job = old.file(
+            "bj.yaml",
+            "apiVersion: backups.cozystack.io/v1alpha1\nkind: BackupJob\nmetadata: {name: bj1}\nspec:\n  applicationRef: {kind: MariaDB, name: db}\n  backupClassName: fast\n",
+        );
+        assert_eq!(
+            old.ok(&["create", "-f", &job]).await,
+            "backupjob.backups.cozystack.io/bj1 created\n"
+        );
+        // Its default validation is Strict, enforced by the server.
+        let bad = old.file(
+            "bad.yaml",
+            "apiVersion: backups.cozystack.io/v1alpha1\nkind: BackupJob\nmetadata: {name: bj2}\nspec:\n  applicationRef: {kind: MariaDB, name: db}\n  backupClassName: fast\n  colour: red\n",
+        );
+        let out = old.run(&["create", "-f", &bad]).await;
+        assert!(
+            !out.ok && out.stderr.contains("unknown field \"spec.colour\""),
+            "{}",
+            out.stderr
+        );
+        let deploy = old.file("d.yaml", DEPLOY_V1);
+        old.ok(&["apply", "-f", &deploy]).await;
+        let d2 = old.file("d2.yaml", &DEPLOY_V1.replace("img:1", "img:2"));
+        assert_eq!(
+            old.ok(&["apply", "-f", &d2]).await,
+            "deployment.apps/web configured\n"
+        );
+        assert_eq!(
+            old.ok(&[
+                "get",
+                "deploy",
+                "web",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[*].image}"
+            ])
+            .await,
+            "img:2 other:1"
+        );
+        let explain = old
+            .ok(&[
+                "explain",
+                "--output",
+                "plaintext-openapiv2",
+                "backupjob.spec",
+            ])
+            .await;
+        assert!(explain.contains("backupClassName"), "{explain}");
+    }
+
+    // --chunk-size pages through a list and prints every object once.
+    for i in 0..5 {
+        k.ok(&["create", "configmap", &format!("chunk-{i}")]).await;
+    }
+    let names = k
+        .ok(&["get", "configmaps", "--chunk-size=2", "-o", "name"])
+        .await;
+    assert_eq!(
+        names,
+        (0..5)
+            .map(|i| format!("configmap/chunk-{i}\n"))
+            .collect::<String>()
+    );
+    let table = k.ok(&["get", "configmaps", "--chunk-size=2"]).await;
+    assert_eq!(table.lines().count(), 6, "{table}");
+    let pages = emu
+        .audit_log()
+        .lines()
+        .filter(|l| {
+            l.contains("\"resource\":\"configmaps\"")
+                && l.contains("\"verb\":\"list\"")
+                && l.contains("limit=2")
+        })
+        .count();
+    assert_eq!(pages, 6, "3 pages for each of the two listings");
+
+    // Selectable fields.
+    let crd = k.file(
+        "crd.yaml",
+        &WIDGET_CRD.replace(
+            "    subresources: {status: {}}\n",
+            &format!("    subresources: {{status: {{}}}}\n{WIDGET_SELECTABLE}"),
+        ),
+    );
+    k.ok(&["apply", "-f", &crd]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ])
+    .await;
+    let w = k.file("ws.yaml", &format!("{W1}---\n{W2}"));
+    k.ok(&["create", "-f", &w]).await;
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "wd",
+            "--field-selector",
+            "spec.color=blue",
+            "-o",
+            "name"
+        ])
+        .await,
+        "widget.example.com/w1\n"
+    );
+    let bad = k
+        .run(&["get", "wd", "--field-selector", "spec.size=1"])
+        .await;
+    assert!(
+        !bad.ok && bad.stderr.contains("field label not supported: spec.size"),
+        "{}",
+        bad.stderr
+    );
+}
+
+/// What a real API server rejects fails through kubectl with upstream's wording: an invalid label value,
+/// a Deployment whose selector misses its template, and a client-side apply whose last-applied annotation
+/// would exceed the 256 KiB annotation limit (the largest project CRDs need `--server-side`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_objects_fail_through_kubectl() {
+    let emu = emulator().await;
+    let Some(k) = Kubectl::new("/usr/bin/kubectl", &emu) else {
+        return;
+    };
+    let long = "x".repeat(64);
+    let cm = k.file(
+        "cm.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels: {{owner: {long}}}\n"
+        ),
+    );
+    let out = k.run(&["create", "-f", &cm]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(&format!(
+            "The ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"{long}\": must be no more than 63 characters"
+        )),
+        "{}",
+        out.stderr
+    );
+    let deploy = k.file(
+        "d.yaml",
+        &DEPLOY_V1.replace(
+            "metadata: {labels: {app: web}}",
+            "metadata: {labels: {app: api}}",
+        ),
+    );
+    let out = k.run(&["apply", "-f", &deploy]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains("The Deployment \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`"),
+        "{}",
+        out.stderr
+    );
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    let big = crds.join("foundationdbs.strategy.backups.cozystack.io.yaml");
+    if big.exists() {
+        let big = big.to_str().unwrap();
+        let out = k.run(&["apply", "-f", big]).await;
+        assert!(
+            !out.ok
+                && out
+                    .stderr
+                    .contains("metadata.annotations: Too long: may not be more than 262144 bytes"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(
+            k.ok(&["apply", "--server-side", "-f", big]).await,
+            "customresourcedefinition.apiextensions.k8s.io/foundationdbs.strategy.backups.cozystack.io serverside-applied\n"
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! Structural schemas of custom resources (S5) and CEL rules (C4), against the project's own CRDs from
+//! Structural schemas of custom resources and CEL rules, against the project's own CRDs from
 //! `deploy/crds`: pruning with `fieldValidation` Strict/Warn/Ignore, OpenAPI validation and CEL transition
 //! rules with upstream's 422 bodies, on the main resource and on `/status`.
 
@@ -7,7 +7,6 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use kube::Client;
 use serde_json::{Value, json};
 
 const JOBS: &str = "/apis/backups.cozystack.io/v1alpha1/namespaces/default/backupjobs";
@@ -16,32 +15,6 @@ const MARIADBS: &str = "/apis/strategy.backups.cozystack.io/v1alpha1/mariadbs";
 async fn project_emulator() -> kube_emulator::Running {
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
     emulator_with(kube_emulator::Config::default().with_crds(crds)).await
-}
-
-/// One raw request: (status code, Warning headers, body).
-async fn raw(
-    client: &Client,
-    method: &str,
-    uri: &str,
-    ct: &str,
-    body: &Value,
-) -> (u16, Vec<String>, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", ct)
-        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = client.send(req).await.expect("request is answered");
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    let bytes = resp.into_body().collect_bytes().await.unwrap();
-    (code, warnings, serde_json::from_slice(&bytes).unwrap())
 }
 
 fn job(name: &str, class: &str) -> Value {

@@ -1,12 +1,14 @@
 //! A watched set of objects (as JSON) with a coalescing change signal shared by several watches.
+//! The watch itself (backoff, readiness at the initial list, malformed objects skipped) is the
+//! runtime's `Watch`; this keeps the simulators' JSON view of it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -64,9 +66,10 @@ impl Cache {
         ready: runtime::ReadyHandle,
         sanitize: fn(&mut Value),
     ) {
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let events =
-            runtime::watch::mark_ready_on_init(watcher(api, config).default_backoff(), ready);
+        let kind = resource.kind.clone();
+        let events = runtime::Watch::<DynamicObject>::new_with(client, resource)
+            .selectors(&config)
+            .events_with(ready);
         let mut events = std::pin::pin!(events);
         let mut initial: Option<BTreeMap<Key, Value>> = None;
         while let Some(event) = events.next().await {
@@ -81,22 +84,18 @@ impl Cache {
             };
             let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
             match event {
-                Err(e) => {
-                    tracing::warn!(kind = resource.kind, error = %e, "watch failed; retrying");
-                    continue;
-                }
-                Ok(watcher::Event::Init) => initial = Some(BTreeMap::new()),
-                Ok(watcher::Event::InitApply(o)) => {
+                watcher::Event::Init => initial = Some(BTreeMap::new()),
+                watcher::Event::InitApply(o) => {
                     let (k, v) = to_entry(o);
                     initial.get_or_insert_with(BTreeMap::new).insert(k, v);
                     continue;
                 }
-                Ok(watcher::Event::InitDone) => *objects = initial.take().unwrap_or_default(),
-                Ok(watcher::Event::Apply(o)) => {
+                watcher::Event::InitDone => *objects = initial.take().unwrap_or_default(),
+                watcher::Event::Apply(o) => {
                     let (k, v) = to_entry(o);
                     objects.insert(k, v);
                 }
-                Ok(watcher::Event::Delete(o)) => {
+                watcher::Event::Delete(o) => {
                     let (k, _) = to_entry(o);
                     objects.remove(&k);
                 }
@@ -104,5 +103,6 @@ impl Cache {
             drop(objects);
             notify.notify_one();
         }
+        tracing::debug!(kind, "watch ended");
     }
 }

@@ -4,31 +4,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harness::{DaemonSpec, Harness};
+use harness::{DaemonSpec, Harness, eventually};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-
-async fn eventually<F, Fut, T>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 fn dynamic<K: kube::Resource<DynamicType = ()>>(
     client: &kube::Client,

@@ -2,7 +2,7 @@
 //!
 //! Every label key, annotation, finalizer, condition type, reason, phase and API group that is part of
 //! the compatibility contract lives here, so no daemon ever spells one by hand. The values are copied
-//! from the upstream fact sheets (`shared/spec/cozystack-*.md`); changing one breaks wire compatibility
+//! from upstream Cozystack's controllers; changing one breaks wire compatibility
 //! with objects written by the upstream controllers.
 
 /// API groups and versions.
@@ -211,6 +211,12 @@ pub mod reasons {
     pub const CRON_SPEC_INVALID: &str = "CronSpecInvalid";
     /// Plan `Error=False`: the cron spec parses.
     pub const CRON_SPEC_VALID: &str = "CronSpecValid";
+
+    // BackupClass `cozy-default` Ready (written by the strategy renderer).
+    /// Every object the default class routes to exists.
+    pub const DEFAULT_OBJECTS_PRESENT: &str = "DefaultObjectsPresent";
+    /// Some object the default class routes to is missing.
+    pub const DEFAULT_OBJECTS_MISSING: &str = "DefaultObjectsMissing";
 }
 
 /// Event reasons.
@@ -237,6 +243,8 @@ pub mod event_reasons {
     pub const VELERO_RESTORE_CREATED: &str = "VeleroRestoreCreated";
     /// RestoreJob (Velero): creating the Velero Restore failed.
     pub const VELERO_RESTORE_CREATION_FAILED: &str = "VeleroRestoreCreationFailed";
+    /// Strategy renderer: its configuration ConfigMap was rejected.
+    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 }
 
 /// Strategy kinds, in the order upstream's `supportedBackupStrategyKinds()` returns them (the order

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Invariants: JSON field names and group/kind/plural spellings are wire-compatible with upstream
-//! Cozystack (see `shared/spec/cozystack-*.md`); deliberate differences are listed in `docs/api.md`.
+//! Cozystack; deliberate differences are listed in `docs/api.md`.
 //! Third-party views keep unknown fields so a read-modify-write never drops data.
 
 pub mod appdef;
@@ -21,6 +21,8 @@ pub mod crds;
 pub mod meta;
 pub mod platform;
 pub mod strategy;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod thirdparty;
 
 pub use meta::{Condition, ConditionStatus, LocalObjectReference, TypedLocalObjectReference};

@@ -1,7 +1,7 @@
 //! The platform configuration blocks the daemons read: upstream's `backupStorage` and `velero` Helm
 //! values, and the `cozystack.io/v1alpha1` Package that carries them.
 //!
-//! Defaults equal upstream's `values.yaml` (`cozystack-api-rendering-projection.md` §3.1), so an
+//! Defaults equal upstream's chart `values.yaml`, so an
 //! empty block means "upstream defaults".
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Every kind reads the upstream-shaped manifests of the seeds and the fact sheets and writes them back
+//! Every kind reads the upstream-shaped manifests (as the Cozystack documentation writes them) and writes them back
 //! unchanged; third-party views keep fields they do not model.
 
 use api::backups::{Backup, BackupClass, BackupJob, Plan, RestoreJob};

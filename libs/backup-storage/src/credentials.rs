@@ -1,4 +1,4 @@
-//! The credentials projection's pure part (fact sheet §5): parse the system credentials Secret,
+//! The credentials projection's pure part (docs/credentials-projector.md): parse the system credentials Secret,
 //! compute the ten keys of `cozy-backups-creds`, and merge them into an existing Secret's data.
 //!
 //! Error messages never contain a credential value: they name the Secret and the missing or

@@ -1,4 +1,4 @@
-//! Endpoint resolution and per-driver adaptation (`cozy-*` fact sheet §3.4–§3.5, §5.6).
+//! Endpoint resolution and per-driver adaptation (docs/strategy-renderer.md, "What it renders").
 
 /// The resolved endpoint E (upstream Helm helper `backupstrategy-controller.endpoint`).
 ///
@@ -158,7 +158,7 @@ mod tests {
 
     const FALLBACK: &str = "http://seaweedfs-s3.tenant-root.svc.cozy.local:8333";
 
-    /// Table B of the fact sheet: derivation from the system Secret, provisionBucket=true.
+    /// Derivation from the system Secret with provisionBucket=true.
     #[test]
     fn table_b_derived_endpoint() {
         let cases: &[(Option<&[u8]>, &str, &str, bool)] = &[

@@ -42,10 +42,28 @@ impl Leadership {
 /// Errors of the lease client.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    /// The lease service could not be reached or answered with an error (the message carries the
-    /// gRPC status code, e.g. `InvalidArgument` for a TTL above the server's maximum).
+    /// The lease service did not answer (connection refused, timeout, `UNAVAILABLE`): retry.
     #[error("lease service unavailable: {0}")]
     Unavailable(String),
+    /// The lease service answered with a refusal that retrying the same request cannot change
+    /// (e.g. `INVALID_ARGUMENT` for a TTL above the server's maximum, `PERMISSION_DENIED`).
+    #[error("lease service refused the request ({code:?}): {message}")]
+    Refused {
+        /// The gRPC status code.
+        code: tonic::Code,
+        /// The server's message.
+        message: String,
+    },
+}
+
+impl LeaseError {
+    /// The gRPC status code of the answer (`UNAVAILABLE` when there was none).
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            LeaseError::Unavailable(_) => tonic::Code::Unavailable,
+            LeaseError::Refused { code, .. } => *code,
+        }
+    }
 }
 
 /// Leadership of one component (`<component>/leader`).
@@ -160,6 +178,12 @@ impl WorkLease {
     /// True once the holder must stop acting (could not renew before its deadline).
     pub fn is_lost(&self) -> bool {
         *self.lost.borrow()
+    }
+
+    /// A receiver that turns `true` when the lease is lost (for code that outlives a borrow of
+    /// the lease, e.g. a cached holding).
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
     }
 
     /// Completes when the lease is lost.

@@ -1,4 +1,4 @@
-//! The internal lease service (issue 4, docs/lease.md): replicas of a daemon agree on a leader, or
+//! The internal lease service (docs/lease.md): replicas of a daemon agree on a leader, or
 //! split work by per-object leases, through a small gRPC service that grants time-bound leases with
 //! fencing tokens.
 //!

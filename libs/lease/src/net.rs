@@ -102,7 +102,8 @@ pub struct LeaseClient {
 /// A definitive answer versus a failure to get one.
 enum CallError {
     /// The server answered that the lease is gone (NOT_FOUND, FAILED_PRECONDITION) or refused the
-    /// request outright (INVALID_ARGUMENT): retrying the same request cannot help.
+    /// request outright (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED): retrying the same
+    /// request cannot help.
     Refused(tonic::Status),
     /// No answer (connection refused, timeout, UNAVAILABLE, …): retry until the deadline.
     Transient(String),
@@ -119,9 +120,11 @@ impl std::fmt::Display for CallError {
 
 fn classify(status: tonic::Status) -> CallError {
     match status.code() {
-        Code::NotFound | Code::FailedPrecondition | Code::InvalidArgument => {
-            CallError::Refused(status)
-        }
+        Code::NotFound
+        | Code::FailedPrecondition
+        | Code::InvalidArgument
+        | Code::PermissionDenied
+        | Code::Unauthenticated => CallError::Refused(status),
         _ => CallError::Transient(format!("{:?}: {}", status.code(), status.message())),
     }
 }
@@ -466,7 +469,13 @@ impl LeaseClient {
             }
             Err(e) => {
                 self.lock_held().remove(name);
-                return Err(LeaseError::Unavailable(e.to_string()));
+                return Err(match e {
+                    CallError::Refused(status) => LeaseError::Refused {
+                        code: status.code(),
+                        message: status.message().to_owned(),
+                    },
+                    CallError::Transient(detail) => LeaseError::Unavailable(detail),
+                });
             }
         };
         let (lost_tx, lost_rx) = watch::channel(false);

@@ -46,6 +46,52 @@ pub mod metric {
     pub const QUIET_REFUSALS: &str = "cozy_backups_lease_server_quiet_period_refusals_total";
     /// Gauge: this process's epoch.
     pub const EPOCH: &str = "cozy_backups_lease_server_epoch";
+    /// Counter `{method, code}`: gRPC requests answered, by method and status code.
+    pub const GRPC_REQUESTS: &str = "cozy_backups_lease_server_grpc_requests_total";
+    /// Histogram `{method}`: time to answer a gRPC request (for Watch: to open the stream).
+    pub const GRPC_DURATION: &str = "cozy_backups_lease_server_grpc_request_duration_seconds";
+}
+
+/// Counts and times one gRPC request.
+async fn observed<T>(
+    method: &'static str,
+    answer: impl std::future::Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let started = std::time::Instant::now();
+    let result = answer.await;
+    let code = match &result {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    metrics::counter!(metric::GRPC_REQUESTS, "method" => method, "code" => code_label(code))
+        .increment(1);
+    metrics::histogram!(metric::GRPC_DURATION, "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// A static metric label for a gRPC status code (its canonical name).
+pub fn code_label(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
+    }
 }
 
 /// The time source of the service (the real clock in production, a stepped one in tests).
@@ -162,6 +208,15 @@ fn describe_metrics() {
         "Acquisitions refused during the post-restart quiet period."
     );
     describe_gauge!(metric::EPOCH, "The epoch of this lease server process.");
+    describe_counter!(
+        metric::GRPC_REQUESTS,
+        "gRPC requests answered, by method and status code."
+    );
+    metrics::describe_histogram!(
+        metric::GRPC_DURATION,
+        metrics::Unit::Seconds,
+        "Time to answer a gRPC request (Watch: to open the stream), by method."
+    );
 }
 
 fn status(err: StateError) -> Status {
@@ -218,123 +273,138 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         &self,
         request: Request<pb::AcquireRequest>,
     ) -> Result<Response<pb::AcquireResponse>, Status> {
-        let req = request.into_inner();
-        let answer = self.with_table(|t, now| {
-            match t.acquire(&req.name, &req.holder, ttl(req.ttl_ms), now) {
-                Ok((a, events)) => {
-                    // A new grant publishes an Acquired event; the holder acquiring again does not.
-                    let new = events.iter().any(|e| matches!(e, Event::Acquired(_)));
-                    (Ok((a, new)), events)
+        observed("Acquire", async move {
+            let req = request.into_inner();
+            let answer = self.with_table(|t, now| {
+                match t.acquire(&req.name, &req.holder, ttl(req.ttl_ms), now) {
+                    Ok((a, events)) => {
+                        // A new grant publishes an Acquired event; the holder acquiring again does not.
+                        let new = events.iter().any(|e| matches!(e, Event::Acquired(_)));
+                        (Ok((a, new)), events)
+                    }
+                    Err(e) => (Err(e), Vec::new()),
                 }
-                Err(e) => (Err(e), Vec::new()),
-            }
-        });
-        let (answer, new) = answer.map_err(status)?;
-        let response = match answer {
-            Acquired::Granted(held) => {
-                if new {
-                    metrics::counter!(metric::GRANTS).increment(1);
-                } else {
-                    metrics::counter!(metric::RENEWALS).increment(1);
+            });
+            let (answer, new) = answer.map_err(status)?;
+            let response = match answer {
+                Acquired::Granted(held) => {
+                    if new {
+                        metrics::counter!(metric::GRANTS).increment(1);
+                    } else {
+                        metrics::counter!(metric::RENEWALS).increment(1);
+                    }
+                    pb::AcquireResponse {
+                        acquired: true,
+                        lease: Some(held.grant.into()),
+                        proof: held.proof,
+                        retry_after_ms: 0,
+                    }
                 }
-                pb::AcquireResponse {
-                    acquired: true,
-                    lease: Some(held.grant.into()),
-                    proof: held.proof,
-                    retry_after_ms: 0,
-                }
-            }
-            Acquired::HeldByOther { current } => pb::AcquireResponse {
-                acquired: false,
-                retry_after_ms: millis(current.remaining),
-                lease: Some(current.into()),
-                proof: Vec::new(),
-            },
-            Acquired::QuietPeriod { retry_after } => {
-                metrics::counter!(metric::QUIET_REFUSALS).increment(1);
-                pb::AcquireResponse {
+                Acquired::HeldByOther { current } => pb::AcquireResponse {
                     acquired: false,
-                    lease: None,
+                    retry_after_ms: millis(current.remaining),
+                    lease: Some(current.into()),
                     proof: Vec::new(),
-                    retry_after_ms: millis(retry_after).max(1),
+                },
+                Acquired::QuietPeriod { retry_after } => {
+                    metrics::counter!(metric::QUIET_REFUSALS).increment(1);
+                    pb::AcquireResponse {
+                        acquired: false,
+                        lease: None,
+                        proof: Vec::new(),
+                        retry_after_ms: millis(retry_after).max(1),
+                    }
                 }
-            }
-        };
-        Ok(Response::new(response))
+            };
+            Ok(Response::new(response))
+        })
+        .await
     }
 
     async fn renew(
         &self,
         request: Request<pb::RenewRequest>,
     ) -> Result<Response<pb::RenewResponse>, Status> {
-        let req = request.into_inner();
-        let answer = self.with_table(|t, now| {
-            match t.renew(
-                &req.name,
-                &req.holder,
-                req.token,
-                ttl(req.ttl_ms),
-                &req.proof,
-                now,
-            ) {
-                Ok((held, kind, events)) => (Ok((held, kind)), events),
-                Err(e) => (Err(e), Vec::new()),
+        observed("Renew", async move {
+            let req = request.into_inner();
+            let answer = self.with_table(|t, now| {
+                match t.renew(
+                    &req.name,
+                    &req.holder,
+                    req.token,
+                    ttl(req.ttl_ms),
+                    &req.proof,
+                    now,
+                ) {
+                    Ok((held, kind, events)) => (Ok((held, kind)), events),
+                    Err(e) => (Err(e), Vec::new()),
+                }
+            });
+            let (held, kind) = answer.map_err(status)?;
+            match kind {
+                RenewKind::Extended => metrics::counter!(metric::RENEWALS).increment(1),
+                RenewKind::Restored => {
+                    tracing::info!(name = %req.name, holder = %req.holder, token = req.token, "restored a lease of an earlier epoch");
+                    metrics::counter!(metric::RESTORES).increment(1);
+                }
             }
-        });
-        let (held, kind) = answer.map_err(status)?;
-        match kind {
-            RenewKind::Extended => metrics::counter!(metric::RENEWALS).increment(1),
-            RenewKind::Restored => {
-                tracing::info!(name = %req.name, holder = %req.holder, token = req.token, "restored a lease of an earlier epoch");
-                metrics::counter!(metric::RESTORES).increment(1);
-            }
-        }
-        Ok(Response::new(pb::RenewResponse {
-            lease: Some(held.grant.into()),
-            proof: held.proof,
-        }))
+            Ok(Response::new(pb::RenewResponse {
+                lease: Some(held.grant.into()),
+                proof: held.proof,
+            }))
+        })
+        .await
     }
 
     async fn release(
         &self,
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
-        let req = request.into_inner();
-        self.with_table(
-            |t, now| match t.release(&req.name, &req.holder, req.token, now) {
-                Ok(events) => (Ok(()), events),
-                Err(e) => (Err(e), Vec::new()),
-            },
-        )
-        .map_err(status)?;
-        Ok(Response::new(pb::ReleaseResponse {}))
+        observed("Release", async move {
+            let req = request.into_inner();
+            self.with_table(
+                |t, now| match t.release(&req.name, &req.holder, req.token, now) {
+                    Ok(events) => (Ok(()), events),
+                    Err(e) => (Err(e), Vec::new()),
+                },
+            )
+            .map_err(status)?;
+            Ok(Response::new(pb::ReleaseResponse {}))
+        })
+        .await
     }
 
     async fn get(
         &self,
         request: Request<pb::GetRequest>,
     ) -> Result<Response<pb::GetResponse>, Status> {
-        let name = request.into_inner().name;
-        if name.is_empty() {
-            return Err(Status::invalid_argument("name is empty"));
-        }
-        match self.with_table(|t, now| t.get(&name, now)) {
-            Some(grant) => Ok(Response::new(pb::GetResponse {
-                lease: Some(grant.into()),
-            })),
-            None => Err(Status::not_found(format!("lease {name} is not held"))),
-        }
+        observed("Get", async move {
+            let name = request.into_inner().name;
+            if name.is_empty() {
+                return Err(Status::invalid_argument("name is empty"));
+            }
+            match self.with_table(|t, now| t.get(&name, now)) {
+                Some(grant) => Ok(Response::new(pb::GetResponse {
+                    lease: Some(grant.into()),
+                })),
+                None => Err(Status::not_found(format!("lease {name} is not held"))),
+            }
+        })
+        .await
     }
 
     async fn list(
         &self,
         request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        let prefix = request.into_inner().prefix;
-        let leases = self.with_table(|t, now| t.list(&prefix, now));
-        Ok(Response::new(pb::ListResponse {
-            leases: leases.into_iter().map(Into::into).collect(),
-        }))
+        observed("List", async move {
+            let prefix = request.into_inner().prefix;
+            let leases = self.with_table(|t, now| t.list(&prefix, now));
+            Ok(Response::new(pb::ListResponse {
+                leases: leases.into_iter().map(Into::into).collect(),
+            }))
+        })
+        .await
     }
 
     type WatchStream = WatchStream;
@@ -343,59 +413,62 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let prefix = request.into_inner().prefix;
-        // Subscribe and snapshot under the table lock: events are published under it too, so the
-        // stream neither misses nor repeats a change.
-        let (snapshot, mut events) = self.with_table(|t, now| {
-            let (grants, expired) = t.list(&prefix, now);
-            let rx = self.shared.events.subscribe();
-            ((grants, rx), expired)
-        });
-        let mut closing = self.shared.closing.subscribe();
-        let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(64);
-        tokio::spawn(async move {
-            use pb::watch_event::Type;
-            for grant in snapshot {
-                let msg = pb::WatchEvent {
-                    r#type: Type::Snapshot as i32,
-                    lease: Some(grant.into()),
+        observed("Watch", async move {
+            let prefix = request.into_inner().prefix;
+            // Subscribe and snapshot under the table lock: events are published under it too, so the
+            // stream neither misses nor repeats a change.
+            let (snapshot, mut events) = self.with_table(|t, now| {
+                let (grants, expired) = t.list(&prefix, now);
+                let rx = self.shared.events.subscribe();
+                ((grants, rx), expired)
+            });
+            let mut closing = self.shared.closing.subscribe();
+            let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(64);
+            tokio::spawn(async move {
+                use pb::watch_event::Type;
+                for grant in snapshot {
+                    let msg = pb::WatchEvent {
+                        r#type: Type::Snapshot as i32,
+                        lease: Some(grant.into()),
+                    };
+                    if tx.send(Ok(msg)).await.is_err() {
+                        return;
+                    }
+                }
+                let synced = pb::WatchEvent {
+                    r#type: Type::Synced as i32,
+                    lease: None,
                 };
-                if tx.send(Ok(msg)).await.is_err() {
+                if tx.send(Ok(synced)).await.is_err() {
                     return;
                 }
-            }
-            let synced = pb::WatchEvent {
-                r#type: Type::Synced as i32,
-                lease: None,
-            };
-            if tx.send(Ok(synced)).await.is_err() {
-                return;
-            }
-            loop {
-                let item = tokio::select! {
-                    _ = closing.wait_for(|c| *c) => {
-                        Err(Status::unavailable("the lease server is shutting down"))
-                    }
-                    _ = tx.closed() => return,
-                    event = events.recv() => match event {
-                        Ok(event) if event.grant().name.starts_with(&prefix) => Ok(event_message(event)),
-                        Ok(_) => continue,
-                        Err(broadcast::error::RecvError::Lagged(n)) => Err(Status::aborted(format!(
-                            "the watch fell {n} events behind; watch again"
-                        ))),
-                        Err(broadcast::error::RecvError::Closed) => {
+                loop {
+                    let item = tokio::select! {
+                        _ = closing.wait_for(|c| *c) => {
                             Err(Status::unavailable("the lease server is shutting down"))
                         }
-                    },
-                };
-                let end = item.is_err();
-                if tx.send(item).await.is_err() || end {
-                    return;
+                        _ = tx.closed() => return,
+                        event = events.recv() => match event {
+                            Ok(event) if event.grant().name.starts_with(&prefix) => Ok(event_message(event)),
+                            Ok(_) => continue,
+                            Err(broadcast::error::RecvError::Lagged(n)) => Err(Status::aborted(format!(
+                                "the watch fell {n} events behind; watch again"
+                            ))),
+                            Err(broadcast::error::RecvError::Closed) => {
+                                Err(Status::unavailable("the lease server is shutting down"))
+                            }
+                        },
+                    };
+                    let end = item.is_err();
+                    if tx.send(item).await.is_err() || end {
+                        return;
+                    }
                 }
-            }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+            });
+            let stream: Self::WatchStream =
+                Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
+            Ok(Response::new(stream))
+        })
+        .await
     }
 }

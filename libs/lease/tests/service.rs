@@ -15,6 +15,7 @@ const TTL_MS: u64 = 10_000;
 
 struct Fixture {
     rpc: LeaseServiceClient<tonic::transport::Channel>,
+    endpoint: String,
     clock: Arc<Mutex<Now>>,
     service: LeaseService,
 }
@@ -48,11 +49,11 @@ impl Fixture {
                 .await
                 .unwrap();
         });
-        let rpc = LeaseServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let endpoint = format!("http://{addr}");
+        let rpc = LeaseServiceClient::connect(endpoint.clone()).await.unwrap();
         Self {
             rpc,
+            endpoint,
             clock,
             service,
         }
@@ -253,4 +254,33 @@ async fn watch_streams_snapshot_then_changes_under_its_prefix() {
         .expect("the stream ends")
         .expect("with an item");
     assert_eq!(end.unwrap_err().code(), Code::Unavailable);
+}
+
+#[tokio::test]
+async fn the_client_keeps_the_grpc_code_of_a_refusal() {
+    let f = Fixture::start().await;
+    // A TTL above the server's maximum is refused with INVALID_ARGUMENT; the client's error says
+    // so in its type, not only in text.
+    let client = lease::LeaseClient::connect_lazy(
+        &f.endpoint,
+        "too-greedy",
+        lease::ClientOptions::with_ttl(Duration::from_millis(TTL_MS * 2)),
+    )
+    .unwrap();
+    let err = client
+        .work_leases()
+        .try_acquire("x/BackupJob/ns/a")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(matches!(err, lease::LeaseError::Refused { .. }), "{err}");
+    // No server at all: no answer, retryable.
+    let dead = lease::LeaseClient::connect_lazy(
+        "http://127.0.0.1:1",
+        "nobody",
+        lease::ClientOptions::with_ttl(Duration::from_millis(TTL_MS)),
+    )
+    .unwrap();
+    let err = dead.work_leases().try_acquire("x/y").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
 }

@@ -21,6 +21,10 @@ pub struct AdminArgs {
     /// Address of the admin server.
     #[arg(long, env = "ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     pub admin_addr: SocketAddr,
+    /// Write the bound admin address (`IP:PORT`) to this file once listening; with
+    /// `--admin-addr 127.0.0.1:0` a supervisor (the test harness) learns the port without racing.
+    #[arg(long, env = "ADMIN_ADDR_FILE")]
+    pub admin_addr_file: Option<PathBuf>,
 }
 
 /// Log output.

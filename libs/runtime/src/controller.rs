@@ -23,6 +23,11 @@ pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     fn kind(&self) -> &'static str;
     /// How to handle the error.
     fn class(&self) -> ErrorClass;
+    /// A fixed retry delay that overrides the backoff for this error (e.g. a write conflict:
+    /// re-read soon). `None` (the default) uses the backoff.
+    fn retry_delay(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Reconcile metrics of one controller:

@@ -29,7 +29,7 @@ impl Daemon {
     pub async fn start(
         component: &'static str,
         client: &ClientArgs,
-        admin: &AdminArgs,
+        admin_args: &AdminArgs,
         log: &LogArgs,
         effective_config: &impl Serialize,
     ) -> anyhow::Result<Self> {
@@ -45,11 +45,19 @@ impl Daemon {
         let shutdown = Shutdown::on_signals().context("install signal handlers")?;
         let readiness = Readiness::default();
         // The last daemon started in a process wins (tests may start several in turn).
-        let admin = AdminServer::bind(admin.admin_addr, readiness.clone(), metrics.clone())
+        let admin = AdminServer::bind(admin_args.admin_addr, readiness.clone(), metrics.clone())
             .await
-            .with_context(|| format!("bind admin server on {}", admin.admin_addr))?;
+            .with_context(|| format!("bind admin server on {}", admin_args.admin_addr))?;
         let client = crate::client(client).await?;
-        tracing::info!(admin_addr = %admin.local_addr()?, "admin server listening");
+        let bound = admin.local_addr()?;
+        tracing::info!(admin_addr = %bound, "admin server listening");
+        if let Some(path) = &admin_args.admin_addr_file {
+            // Write then rename, so a reader never sees a partial address.
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, bound.to_string())
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .with_context(|| format!("write the admin address to {}", path.display()))?;
+        }
         Ok(Self {
             client,
             readiness,
@@ -67,6 +75,14 @@ impl Daemon {
         component: &'static str,
     ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
         crate::leases(args, component, &self.readiness).await
+    }
+
+    /// What watches need: the readiness registry and the shutdown signal.
+    pub fn watch_context(&self) -> crate::WatchContext {
+        crate::WatchContext {
+            readiness: self.readiness.clone(),
+            shutdown: self.shutdown.clone(),
+        }
     }
 
     /// The admin server's bound address.

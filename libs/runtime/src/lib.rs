@@ -1,5 +1,7 @@
 //! What every daemon shares, modelled on kubert: CLI argument groups, logging, the admin server,
-//! metrics, graceful shutdown, controller plumbing and condition apply.
+//! metrics, graceful shutdown, watches and caches, the leader-gated singleton loop, per-object
+//! work leases, controller plumbing and condition apply. No daemon writes its own watch, backoff,
+//! leader loop or readiness code (see `docs/runtime.md`).
 //!
 //! ```text
 //!  main.rs ── Args { client, admin, log, lease, … }
@@ -11,7 +13,10 @@
 //!     │                 admin HTTP server (/live, /ready, /metrics)
 //!     │                 kube::Client
 //!     ▼
+//!  Watch::<K>::new(client)… .events() | .reflect() | .cache(trigger)   (watch.rs)
+//!     │
 //!  daemon futures ── Controller::run(reconcile, error_policy, ctx) ── log_item() per stream item
+//!     │           └─ Singleton::new(..).on_change(trigger).run(evaluate)  (singleton.rs)
 //!     │                                   └─ ControllerMetrics (runs, failures{kind}, duration)
 //!     ▼
 //!  SIGTERM/SIGINT ──► Shutdown (watch channel) ──► controllers drain, admin server stops, exit 0
@@ -25,16 +30,22 @@ pub mod args;
 pub mod conditions;
 pub mod controller;
 pub mod daemon;
+pub mod duration;
 pub mod log;
 pub mod metrics;
 pub mod shutdown;
+pub mod singleton;
 pub mod watch;
+pub mod work;
 
 pub use admin::{AdminServer, Readiness, ReadyHandle};
 pub use args::{AdminArgs, ClientArgs, LeaseArgs, LogArgs, LogFormat};
 pub use controller::{Backoff, ControllerMetrics, ErrorClass, ReconcileError};
 pub use daemon::Daemon;
 pub use shutdown::Shutdown;
+pub use singleton::{Cause, ElectorClosed, Evaluate, Outcome, Pass, Singleton};
+pub use watch::{Cache, Target, Trigger, Watch, WatchContext};
+pub use work::{Held, WorkLeaseKeeper};
 
 /// Builds a kube client from the client arguments (explicit kubeconfig, else in-cluster or the
 /// default kubeconfig).

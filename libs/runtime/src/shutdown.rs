@@ -55,7 +55,7 @@ impl Shutdown {
 
     /// An owned future that completes when the signal fires (for APIs such as
     /// `Controller::graceful_shutdown_on` that need `'static`).
-    pub fn signaled(&self) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
+    pub fn signaled(&self) -> impl std::future::Future<Output = ()> + Send + Sync + use<> {
         let mut rx = self.rx.clone();
         async move {
             let _ = rx.wait_for(|fired| *fired).await;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 struct Stub {
@@ -44,21 +44,7 @@ async fn get_text(url: &str) -> (u16, String) {
     }
 }
 
-/// Polls `f` every 50 ms until it returns `Some`, failing after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use harness::eventually_within as eventually;
 
 /// Kills the daemon if the test fails before it exited, so no orphan outlives the test.
 struct KillOnDrop(std::process::Child);
@@ -80,6 +66,11 @@ struct Probe {
 impl Probe {
     /// Writes a kubeconfig for `api_addr` into a private directory and starts the probe with it.
     fn start(name: &str, api_addr: std::net::SocketAddr) -> Self {
+        Self::start_with(name, api_addr, &[])
+    }
+
+    /// [`Probe::start`] with extra arguments.
+    fn start_with(name: &str, api_addr: std::net::SocketAddr, extra: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
@@ -96,6 +87,7 @@ impl Probe {
                 .arg("--kubeconfig")
                 .arg(&kubeconfig)
                 .args(["--admin-addr", "127.0.0.1:0"])
+                .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -205,4 +197,32 @@ async fn sigterm_ends_a_daemon_whose_api_is_unreachable() {
     let (code, _) = get_text(&format!("http://{}/ready", probe.admin)).await;
     assert_eq!(code, 503, "never ready without an API server");
     probe.terminate_cleanly().await;
+}
+
+/// A daemon whose leader elector ends (its lease client's tasks are gone) cannot know whether it
+/// leads any more: its singleton loop ends with an error and the process exits non-zero, so that
+/// Kubernetes restarts it.
+#[tokio::test]
+async fn a_daemon_whose_elector_ends_exits_non_zero() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut probe = Probe::start_with(
+        "runtime-probe-elector",
+        dead,
+        &["--elector-ends-after", "500ms"],
+    );
+    let child = &mut probe.child.0;
+    let exit = eventually(
+        "exit after the elector ended",
+        Duration::from_secs(60),
+        || {
+            let status = child.try_wait().unwrap();
+            async move { status }
+        },
+    )
+    .await;
+    assert!(!exit.success(), "probe exited with {exit}");
+    std::fs::remove_dir_all(&probe.dir).ok();
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub const VALUES_KEY: &str = "values.yaml";
 
 /// Default `chBackupClientImage` (upstream `backupStrategyController.chBackupClientImage`, v1.6.0;
-/// the digest is not in our fact sheet, so the tag alone is used).
+/// the digest is not known here, so the tag alone is used).
 pub const DEFAULT_CH_BACKUP_CLIENT_IMAGE: &str =
     "ghcr.io/cozystack/cozystack/platform-migrations:v1.6.0";
 

@@ -1,5 +1,5 @@
 //! Pure rendering of the platform default backup objects, exactly as upstream's
-//! `backupstrategy-controller` Helm chart renders them (fact sheet §3.3–§3.6), but from live inputs
+//! `backupstrategy-controller` Helm chart renders them, but from live inputs
 //! instead of install-time `lookup`s.
 //!
 //! ```text

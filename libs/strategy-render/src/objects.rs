@@ -1,4 +1,4 @@
-//! The object bodies, one function per chart template (fact sheet §3.6).
+//! The object bodies, one function per chart template.
 
 use serde_json::{Value, json};
 
@@ -142,7 +142,7 @@ pub(crate) fn mariadb(s: &Storage<'_>) -> Value {
     )
 }
 
-/// The Altinity client script (fact sheet §3.6). It is a Go template: the driver renders `.Release`,
+/// The Altinity client script, as the chart renders it. It is a Go template: the driver renders `.Release`,
 /// `.Mode` and, on restore, `.Backup` before the pod runs it. The mode branch is a template
 /// conditional so that `.Backup` (nil on backup) is only evaluated on restore.
 pub const ALTINITY_SCRIPT: &str = r#"set -eu
@@ -353,8 +353,8 @@ pub(crate) fn velero_vmdisk() -> Value {
     )
 }
 
-/// Velero BackupStorageLocation `cozy-default`. `s3ForcePathStyle` is the string `"true"` as the
-/// chart renders it (§3.6, §12.4), independent of `forcePathStyle`.
+/// Velero BackupStorageLocation `cozy-default`. `s3ForcePathStyle` is `backupStorage.forcePathStyle`
+/// as a quoted string (`"true"`/`"false"`): the chart renders the value through `quote`.
 pub(crate) fn bsl(c: &RenderConfig, s: &Storage<'_>) -> Value {
     json!({
         "apiVersion": "velero.io/v1",
@@ -367,7 +367,7 @@ pub(crate) fn bsl(c: &RenderConfig, s: &Storage<'_>) -> Value {
             "credential": { "name": names::CREDENTIALS_SECRET, "key": "cloud" },
             "config": {
                 "region": s.region,
-                "s3ForcePathStyle": "true",
+                "s3ForcePathStyle": if s.force_path_style { "true" } else { "false" },
                 "s3Url": s.endpoint,
             },
         },

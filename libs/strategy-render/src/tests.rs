@@ -1,10 +1,10 @@
-//! Table-driven tests of [`render`] over the configuration matrix of issue 6, comparing whole
+//! Table-driven tests of [`render`] over the configuration matrix, comparing whole
 //! rendered objects with a literal YAML specification of the chart's output.
 
 use super::*;
 use pretty_assertions::assert_eq;
 
-/// The chart's output as the fact sheet lists it (§3.6), one YAML document per object, with the
+/// The chart's output, one YAML document per object, with the
 /// inputs as tokens: `$B` bucket, `$E` full endpoint, `$H` host form, `$S` tls boolean, `$SC`
 /// secure_connection digit, `$R` region, `$FPS` forcePathStyle boolean, `$VNS` Velero namespace,
 /// `$BNS`/`$BNAME` Bucket namespace/name.
@@ -208,7 +208,7 @@ spec:
   default: false
   objectStorage: {bucket: "$B", prefix: velero}
   credential: {name: cozy-backups-creds, key: cloud}
-  config: {region: "$R", s3ForcePathStyle: "true", s3Url: "$E"}
+  config: {region: "$R", s3ForcePathStyle: "$FPS", s3Url: "$E"}
 "#;
 
 /// Expected inputs of one case.

@@ -322,6 +322,15 @@ fn verify_payload<R: Read>(
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
+/// Compares the archive's computed SHA-256 with the digest the operator supplied, if any (for
+/// `--verify` and, before the destination is touched, for a restore).
+pub(crate) fn check_expected(computed: &[u8; 32], expected: Option<&[u8; 32]>) -> Result<()> {
+    match expected {
+        Some(e) if e != computed => Err(Error::Archive("archive_sha256_mismatch")),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {

@@ -95,15 +95,6 @@ pub fn parse_sha256_hex(s: &str) -> std::result::Result<[u8; 32], String> {
     Ok(out)
 }
 
-/// Compares the archive's computed SHA-256 with the digest the operator supplied, if any (for
-/// `--verify` and, before the destination is touched, for a restore).
-pub(crate) fn check_expected(computed: &[u8; 32], expected: Option<&[u8; 32]>) -> Result<()> {
-    match expected {
-        Some(e) if e != computed => Err(Error::Archive("archive_sha256_mismatch")),
-        _ => Ok(()),
-    }
-}
-
 /// Paths for a backup or restore.
 #[derive(Debug, Clone)]
 pub struct TreeArgs {
@@ -238,7 +229,7 @@ pub fn verify_file(
     let mut f = crate::dio::PrefetchReader::new(f)
         .map_err(crate::error::io_err("open_archive", FailureSource::Archive))?;
     let whole = reader::verify(&mut f, &opened, ctx)?.archive_sha256;
-    check_expected(&whole, expect_sha256)?;
+    reader::check_expected(&whole, expect_sha256)?;
     Ok(Report {
         totals: opened.totals,
         archive_bytes: Some(opened.file_len),

@@ -4,7 +4,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use api::backups::{BackupClass, BackupJob, RestoreJob};
@@ -19,7 +18,7 @@ pub const NAME: &str = "credentials-projector";
 pub const SOURCE: &str = "bucket-cozy-backups-system-credentials";
 pub const TARGET: &str = "cozy-backups-creds";
 pub const STRATEGY: &str = "strategy.backups.cozystack.io";
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub const DEADLINE: Duration = harness::DEADLINE;
 
 /// The projector's configuration in a test.
 pub struct Setup {
@@ -41,7 +40,7 @@ pub async fn spawn(h: &mut Harness, s: &Setup) {
         .env("BACKUP_STORAGE_FORCE_PATH_STYLE", &s.force_path_style)
         .env("BACKUP_STORAGE_SYSTEM_NAMESPACES", &s.system_namespaces)
         // Rounds in tests are driven by leadership and source changes only, so counts are exact.
-        .env("SYSTEM_TICK_SECONDS", "3600")
+        .env("SYSTEM_TICK", "1h")
         .env("LEASE_ENDPOINT", "none");
     h.spawn_ready(spec, DEADLINE)
         .await
@@ -272,24 +271,7 @@ pub async fn rj_condition(h: &Harness, ns: &str, name: &str) -> Option<Condition
     })
 }
 
-/// Polls `check` until it returns `Some`, failing after the deadline.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use harness::eventually;
 
 /// Waits for the BackupJob's condition to have `reason` (for the job's current generation).
 pub async fn wait_bj(h: &Harness, ns: &str, name: &str, reason: &str) -> Condition {
@@ -304,48 +286,25 @@ pub async fn wait_bj(h: &Harness, ns: &str, name: &str, reason: &str) -> Conditi
     .await
 }
 
-/// `GET /metrics` of the projector.
-pub fn metrics_text(h: &mut Harness) -> String {
+/// The projector's `/metrics`.
+pub fn metrics_text(h: &mut Harness) -> harness::Metrics {
     let addr = h.daemon(NAME).unwrap().admin_addr.clone();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
-}
-
-/// The value of the sample `name{labels}` (labels in exposition order), 0 when absent.
-pub fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    harness::Admin::new(addr).metrics()
 }
 
 /// Successes counted for `ns`.
-pub fn successes(text: &str, ns: &str) -> f64 {
-    sample(
-        text,
-        &format!("cozystack_backup_credentials_projection_successes_total{{namespace=\"{ns}\"}}"),
+pub fn successes(metrics: &harness::Metrics, ns: &str) -> f64 {
+    metrics.value(
+        "cozystack_backup_credentials_projection_successes_total",
+        &[("namespace", ns)],
     )
 }
 
 /// Reconcile runs of a controller.
-pub fn runs(text: &str, controller: &str) -> f64 {
-    sample(
-        text,
-        &format!(
-            "cozy_backups_credentials_projector_reconcile_runs_total{{controller=\"{controller}\"}}"
-        ),
+pub fn runs(metrics: &harness::Metrics, controller: &str) -> f64 {
+    metrics.value(
+        "cozy_backups_credentials_projector_reconcile_runs_total",
+        &[("controller", controller)],
     )
 }
 
@@ -375,43 +334,16 @@ pub async fn assert_no_leak(h: &mut Harness, secrets: &[&str]) {
     .unwrap();
     assert!(statuses.contains("CredentialsProjected"), "{statuses}");
     let metrics = metrics_text(h);
-    assert!(metrics.contains("cozystack_backup_credentials_projection_"));
-    for secret in secrets {
-        let b64 = base64(secret.as_bytes());
-        for (what, text) in [
+    assert!(metrics.has("cozystack_backup_credentials_projection_successes_total"));
+    harness::leak::assert_no_leaks(
+        &[
             ("log", &log),
             ("events", &events),
             ("job status", &statuses),
-            ("metrics", &metrics),
-        ] {
-            assert!(!text.contains(secret), "{what} contains a secret value");
-            assert!(
-                !text.contains(&b64),
-                "{what} contains a base64 secret value"
-            );
-        }
-    }
-}
-
-fn base64(input: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+            ("metrics", metrics.text()),
+        ],
+        secrets,
+    );
 }
 
 /// Reference for a Postgres application (unused field filler).

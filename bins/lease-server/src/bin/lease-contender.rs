@@ -31,9 +31,9 @@ struct Args {
     /// The lease to contend for.
     #[arg(long, env = "LEASE_NAME", default_value = "x/leader")]
     name: String,
-    /// Lease TTL in milliseconds.
-    #[arg(long, env = "LEASE_TTL_MS", default_value_t = 2000)]
-    ttl_ms: u64,
+    /// Lease TTL (e.g. `2s`; a bare number is milliseconds).
+    #[arg(long, alias = "ttl-ms", env = "LEASE_TTL", default_value = "2000", value_parser = runtime::duration::millis)]
+    ttl: Duration,
     /// File the transitions are appended to.
     #[arg(long, env = "TRANSITION_LOG")]
     log: std::path::PathBuf,
@@ -52,7 +52,7 @@ async fn main() -> anyhow::Result<()> {
         .append(true)
         .open(&args.log)
         .with_context(|| format!("open {}", args.log.display()))?;
-    let options = ClientOptions::with_ttl(Duration::from_millis(args.ttl_ms));
+    let options = ClientOptions::with_ttl(args.ttl);
     let client = LeaseClient::connect_lazy(&args.endpoint, &args.identity, options)?;
     let elector = client.elector(&args.name);
     let mut rx = elector.subscribe();

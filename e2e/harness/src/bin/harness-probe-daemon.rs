@@ -1,6 +1,7 @@
 //! A stand-in daemon for the harness's own tests: it follows the daemon contract (kubeconfig from
-//! `KUBECONFIG`, admin server on `ADMIN_ADDR`, `/ready` true after its first successful list) and records a
-//! ConfigMap per start so restarts are observable.
+//! `KUBECONFIG`, admin server on `ADMIN_ADDR` with the bound address written to `ADMIN_ADDR_FILE`,
+//! `/ready` true after its first successful list) and records a ConfigMap per start so restarts are
+//! observable.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -26,6 +27,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/ready", axum::routing::get(|| async { "ready" }))
         .route("/live", axum::routing::get(|| async { "live" }));
     let listener = tokio::net::TcpListener::bind(&addr).await?;
+    if let Ok(file) = std::env::var("ADMIN_ADDR_FILE") {
+        std::fs::write(file, listener.local_addr()?.to_string())?;
+    }
     axum::serve(listener, app).await?;
     Ok(())
 }

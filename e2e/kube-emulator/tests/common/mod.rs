@@ -13,6 +13,7 @@ use kube::{Client, CustomResource};
 use kube_emulator::{Config, Emulator, Running};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The test CRD, written as a user would.
 pub const WIDGET_CRD: &str = r#"
@@ -153,4 +154,30 @@ pub fn status(e: kube::Error) -> kube::core::Status {
         kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// One raw request: (status code, Warning headers, body).
+pub async fn raw(
+    client: &Client,
+    method: &str,
+    uri: &str,
+    ct: &str,
+    body: &Value,
+) -> (u16, Vec<String>, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", ct)
+        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = client.send(req).await.expect("request is answered");
+    let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    let bytes = resp.into_body().collect_bytes().await.unwrap();
+    (code, warnings, serde_json::from_slice(&bytes).unwrap())
 }

@@ -1,14 +1,16 @@
 //! `runtime-probe`: the smallest daemon built on the runtime, used by its tests to prove the shared
 //! plumbing end to end (readiness after the initial watch list, reconcile metrics, SIGTERM exit).
 //!
-//! It watches ConfigMaps in every namespace and counts them; it never writes.
+//! It watches ConfigMaps in every namespace and counts them; it never writes. With
+//! `--elector-ends-after`, it also runs a singleton loop whose leader elector ends after that
+//! delay, to prove that a daemon whose elector is gone exits non-zero.
 
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::{Controller, WatchStreamExt, controller::Action, reflector, watcher};
-use kube::{Api, ResourceExt};
-use runtime::{AdminArgs, Backoff, ClientArgs, ControllerMetrics, Daemon, LogArgs};
+use kube::ResourceExt;
+use kube::runtime::{Controller, controller::Action};
+use runtime::{AdminArgs, Backoff, ClientArgs, ControllerMetrics, Daemon, LogArgs, Watch};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +24,20 @@ struct Args {
     admin: AdminArgs,
     #[command(flatten)]
     log: LogArgs,
+    /// Run a singleton loop whose leader elector ends after this delay (e.g. `1s`).
+    #[arg(long, value_parser = runtime::duration::parse)]
+    elector_ends_after: Option<Duration>,
+}
+
+/// The singleton loop's work: nothing (the test is about the loop ending).
+struct Idle;
+
+impl runtime::Evaluate for Idle {
+    type Outcome = ();
+    type Error = Error;
+    async fn evaluate(&mut self, _pass: &runtime::Pass) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 struct Context {
@@ -63,21 +79,10 @@ async fn main() -> anyhow::Result<()> {
     let daemon = Daemon::start("runtime-probe", &args.client, &args.admin, &args.log, &()).await?;
     println!("listening {}", daemon.admin_addr());
     // Readiness follows the watcher's initial list: `/ready` stays 503 until it is complete.
-    let ready = daemon.readiness.register("watch ConfigMap");
-    let (reader, writer) = reflector::store();
-    let events = runtime::watch::mark_ready_on_init(
-        watcher(
-            Api::<ConfigMap>::all(daemon.client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        ready,
-    );
-    let controller = Controller::for_stream(
-        reflector::reflector(writer, events).applied_objects(),
-        reader,
-    )
-    .graceful_shutdown_on(daemon.shutdown.signaled());
+    let (reader, objects) =
+        Watch::<ConfigMap>::new(daemon.client.clone()).reflect(&daemon.watch_context());
+    let controller =
+        Controller::for_stream(objects, reader).graceful_shutdown_on(daemon.shutdown.signaled());
     let ctx = Arc::new(Context {
         metrics: ControllerMetrics::new("runtime-probe", "configmaps"),
         backoff: Backoff::default(),
@@ -88,9 +93,28 @@ async fn main() -> anyhow::Result<()> {
             runtime::controller::log_item("configmaps", &item);
             futures::future::ready(())
         });
+    let singleton = args.elector_ends_after.map(|after| {
+        let (tx, rx) = tokio::sync::watch::channel(lease::Leadership::Leading { token: 1 });
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            drop(tx);
+        });
+        runtime::Singleton::new(
+            "runtime-probe",
+            "idle",
+            lease::LeaderElector::from_receiver(rx),
+        )
+        .run(Idle, daemon.shutdown.clone())
+    });
     daemon
         .run(async move {
-            run.await;
+            match singleton {
+                Some(singleton) => tokio::select! {
+                    () = run => {}
+                    ended = singleton => ended?,
+                },
+                None => run.await,
+            }
             Ok(())
         })
         .await

@@ -1,0 +1,107 @@
+//! The emulator's request audit log, parsed: who called which verb on what, with what result.
+//! Tests count writes with it ("nothing was written twice", "deleted exactly once").
+
+use serde_json::Value;
+
+/// One API request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: String,
+    /// Plural resource (`backupjobs`).
+    pub resource: String,
+    /// Namespace, if any.
+    pub namespace: Option<String>,
+    /// Object name, if any (a create has none).
+    pub name: Option<String>,
+    /// Subresource (`status`, `log`), if any.
+    pub subresource: Option<String>,
+    /// HTTP status code of the answer.
+    pub code: u16,
+    /// The client's User-Agent.
+    pub user_agent: String,
+    /// Raw query string.
+    pub query: String,
+}
+
+impl Request {
+    fn parse(line: &str) -> Option<Self> {
+        let v: Value = serde_json::from_str(line).ok()?;
+        let s = |k: &str| v[k].as_str().map(str::to_owned);
+        Some(Self {
+            verb: s("verb")?,
+            resource: s("resource").unwrap_or_default(),
+            namespace: s("namespace"),
+            name: s("name"),
+            subresource: s("subresource"),
+            code: u16::try_from(v["code"].as_u64().unwrap_or(0)).unwrap_or(0),
+            user_agent: s("userAgent").unwrap_or_default(),
+            query: s("query").unwrap_or_default(),
+        })
+    }
+
+    /// True for a verb that changes state.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }
+
+    /// True when the request succeeded (2xx).
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    /// True when it is a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.query.contains("dryRun=")
+    }
+}
+
+/// Parsed audit log.
+#[derive(Clone, Debug, Default)]
+pub struct Audit {
+    /// Every request, oldest first.
+    pub requests: Vec<Request>,
+}
+
+impl Audit {
+    /// Parses JSONL.
+    pub fn parse(jsonl: &str) -> Self {
+        Self {
+            requests: jsonl.lines().filter_map(Request::parse).collect(),
+        }
+    }
+
+    /// Successful, non-dry-run writes matching `verb` (None: any write verb), `resource`,
+    /// `namespace` (None: any) and `name` (None: any).
+    pub fn writes<'a>(
+        &'a self,
+        verb: Option<&'a str>,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Request> + 'a {
+        self.requests.iter().filter(move |r| {
+            r.is_write()
+                && r.succeeded()
+                && !r.is_dry_run()
+                && verb.is_none_or(|v| r.verb == v)
+                && r.resource == resource
+                && namespace.is_none_or(|ns| r.namespace.as_deref() == Some(ns))
+                && name.is_none_or(|n| r.name.as_deref() == Some(n))
+        })
+    }
+
+    /// How many successful writes match (see [`Audit::writes`]).
+    pub fn count_writes(
+        &self,
+        verb: Option<&str>,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> usize {
+        self.writes(verb, resource, namespace, name).count()
+    }
+}

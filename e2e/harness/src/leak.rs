@@ -1,0 +1,64 @@
+//! Secret hygiene checks: a credential value must never appear in logs, Events, status, metrics
+//! or error messages, in any of the forms it could take there.
+
+/// The forms a secret value can appear in: verbatim, standard base64 (Secret `data`), and JSON
+/// string escaping (a value inside a JSON log field or object dump).
+pub fn forms(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = vec![
+        secret.to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(secret),
+    ];
+    let escaped = serde_json::to_string(secret).unwrap_or_default();
+    let escaped = escaped.trim_matches('"').to_owned();
+    if escaped != secret {
+        forms.push(escaped);
+    }
+    forms
+}
+
+/// Names every `(place, form)` where a form of one of `secrets` occurs in the labelled texts.
+pub fn find_leaks(texts: &[(&str, &str)], secrets: &[&str]) -> Vec<String> {
+    let mut leaks = Vec::new();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        for form in forms(secret) {
+            for (place, text) in texts {
+                if text.contains(&form) {
+                    leaks.push(format!(
+                        "{place} contains a secret value (as {form:?}'s form)"
+                    ));
+                }
+            }
+        }
+    }
+    leaks
+}
+
+/// Panics naming each place where a form of one of `secrets` occurs (without printing the
+/// secret itself).
+pub fn assert_no_leaks(texts: &[(&str, &str)], secrets: &[&str]) {
+    let leaks: Vec<String> = find_leaks(texts, secrets)
+        .into_iter()
+        .map(|l| l.split(" (as").next().unwrap_or_default().to_owned())
+        .collect();
+    assert!(leaks.is_empty(), "secret values leaked: {leaks:?}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_verbatim_base64_and_escaped_forms() {
+        let secret = "s3cr\"et";
+        let texts = [
+            ("log", "key=s3cr\"et"),
+            ("events", "czNjciJldA=="),
+            ("status", r#"{"m":"s3cr\"et"}"#),
+            ("metrics", "nothing"),
+        ];
+        let leaks = find_leaks(&texts, &[secret]);
+        assert_eq!(leaks.len(), 3, "{leaks:?}");
+        assert!(find_leaks(&[("x", "clean")], &[secret, ""]).is_empty());
+    }
+}

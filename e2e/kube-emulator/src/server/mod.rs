@@ -1,0 +1,174 @@
+//! HTTP front end: routing of the standard API paths, content negotiation, verbs, watch streams and
+//! `pods/log`, with the admin API mounted under `/emulator/v1`.
+//!
+//! ```text
+//! request ─► audit + latency + fault injection ─► route (discovery | openapi | resource verb | admin)
+//!          ─► State (one mutex, synchronous) ─► JSON / Table / PartialObjectMetadata / watch stream
+//! ```
+//! Stages, one submodule each: [`route`] (path → target and verb), [`request`] (query, body and Accept
+//! decoding; Status and JSON responses), [`verbs`] (get/list/create/update/delete/deletecollection),
+//! [`patching`] (the patch verb and server-side apply), [`watch`] (watch streams), [`logs`] (`pods/log`)
+//! and [`admin_api`] (the emulator-only admin endpoints).
+
+mod admin_api;
+mod logs;
+mod patching;
+mod request;
+mod route;
+mod verbs;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State as AxState};
+use axum::response::Response;
+use http::{HeaderMap, header};
+use serde_json::{Value, json};
+
+use crate::discovery;
+use crate::error::ApiError;
+use crate::shared::Inner;
+use request::{Want, error_response, json_response, negotiate, parse_query};
+use route::{Route, route, verb_of};
+
+/// Entry point for every request.
+pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Response {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => return error_response(&ApiError::bad_request(format!("reading body: {e}"))),
+    };
+    let path = parts.uri.path().to_string();
+    let q = parse_query(parts.uri.query());
+    let (resp, verb, target) = if path.starts_with("/emulator/") {
+        (
+            admin_api::handle(&inner, &parts.method, &path, &q, &body),
+            "admin",
+            None,
+        )
+    } else {
+        let routed = route(&inner.st(), &path);
+        match routed {
+            Route::Resource(t) => {
+                let verb = verb_of(&parts.method, &t, &q);
+                let latency = inner.admin().latency;
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                let fault = inner.admin().pick_fault(verb, &t.kind.plural);
+                let resp = match fault {
+                    Some(code) if !(verb == "watch" && code == 410) => {
+                        error_response(&crate::admin::fault_error(
+                            code,
+                            &t.kind,
+                            t.name.as_deref().unwrap_or_default(),
+                        ))
+                    }
+                    Some(_) => watch::watch_expired_response(&t.kind, "forced by fault injection"),
+                    None => {
+                        let r = verbs::resource_request(
+                            &inner,
+                            &parts.method,
+                            &parts.headers,
+                            &q,
+                            &body,
+                            &t,
+                            verb,
+                        );
+                        if !matches!(verb, "get" | "list" | "watch") {
+                            inner.changed.notify_one();
+                        }
+                        r
+                    }
+                };
+                (resp, verb, Some(t))
+            }
+            other => (meta_request(&inner, &parts.headers, other), "get", None),
+        }
+    };
+    if verb != "admin" {
+        inner.admin().record(json!({
+            "time": crate::json::now(), "method": parts.method.as_str(), "path": path,
+            "query": parts.uri.query().unwrap_or_default(), "verb": verb,
+            "resource": target.as_ref().map(|t| t.kind.plural.clone()),
+            "namespace": target.as_ref().and_then(|t| t.ns.clone()),
+            "name": target.as_ref().and_then(|t| t.name.clone()),
+            "subresource": target.as_ref().and_then(|t| t.sub.clone()),
+            "userAgent": parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
+            "contentType": parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            "code": resp.status().as_u16(),
+            "durationMs": started.elapsed().as_millis() as u64,
+        }));
+    }
+    resp
+}
+
+fn raw_response(content_type: &str, body: Body) -> Response {
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(body)
+        .expect("response")
+}
+
+fn meta_request(inner: &Inner, headers: &HeaderMap, r: Route) -> Response {
+    let want = negotiate(headers).unwrap_or(Want::Json);
+    // A copy of the kinds table, so that building documents does not hold the store's lock.
+    let kinds = inner.st().kinds.clone();
+    let agg = |v: Value| {
+        Response::builder()
+            .status(200)
+            .header(
+                header::CONTENT_TYPE,
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )
+            .body(Body::from(v.to_string()))
+            .expect("response")
+    };
+    match r {
+        Route::Version => json_response(200, &discovery::version()),
+        Route::Health => Response::builder()
+            .status(200)
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(Body::from("ok"))
+            .expect("response"),
+        Route::Api if want == Want::Aggregated => agg(discovery::aggregated(&kinds, true)),
+        Route::Apis if want == Want::Aggregated => agg(discovery::aggregated(&kinds, false)),
+        Route::Api => json_response(200, &discovery::api_versions(&inner.addr)),
+        Route::Apis => json_response(200, &discovery::api_group_list(&kinds)),
+        Route::Group(g) => match discovery::api_group(&kinds, &g) {
+            Some(v) => json_response(200, &v),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::GroupVersion(g, v) => match discovery::resource_list(&kinds, &g, &v) {
+            Some(v) => json_response(200, &v),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::OpenApiRoot => json_response(200, &inner.openapi().root(&kinds)),
+        Route::OpenApiDoc(g, v) => match inner.openapi().v3(&kinds, &g, &v) {
+            Some(doc) => raw_response("application/json", doc.json.clone().into()),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::OpenApiV2 => {
+            let doc = inner.openapi().v2(&kinds);
+            let protobuf = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("protobuf"));
+            if protobuf {
+                raw_response(
+                    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    doc.proto.clone().into(),
+                )
+            } else {
+                raw_response("application/json", doc.json.clone().into())
+            }
+        }
+        Route::Resource(_) | Route::Admin | Route::NotFound => {
+            error_response(&ApiError::no_route())
+        }
+    }
+}
