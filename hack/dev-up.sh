@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Dev control plane: builds every binary, then starts the kube emulator with deploy/crds/ loaded, writes
-# .dev/kubeconfig, starts every daemon listed in e2e/devcluster/src/lib.rs (DAEMONS), prints what to run
-# next, and stays in the foreground until Ctrl-C. Extra arguments go to `devcluster`
+# .dev/kubeconfig, starts every daemon listed in e2e/devcluster/src/lib.rs (DAEMONS), seeds tenant-acme,
+# prints what to run next, and stays in the foreground until Ctrl-C. Extra arguments go to `devcluster`
 # (e.g. --port 6443, --persist, --check, --exit-after 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The simulated data plane runs real PostgreSQL 15 and barman-cloud (docs/dataplane.md).
+hack/install-dataplane.sh
 cargo build --quiet --workspace --bins
 target="${CARGO_TARGET_DIR:-target}"
 exec "$target/debug/devcluster" "$@"

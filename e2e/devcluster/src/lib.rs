@@ -1,13 +1,18 @@
 //! The dev control plane behind `hack/dev-up.sh`: one command that starts the kube emulator with
 //! `deploy/crds/` loaded, writes `.dev/kubeconfig`, starts every daemon in [`DAEMONS`] as a separate process
-//! pointed at it, prints what to run next, and stays in the foreground until Ctrl-C/SIGTERM.
+//! pointed at it, seeds the example tenant, prints what to run next, and stays in the foreground until
+//! Ctrl-C/SIGTERM.
 //!
 //! ```text
 //! devcluster ─► kube emulator (in-process, 127.0.0.1) ◄── kubectl --kubeconfig .dev/kubeconfig
-//!            └► daemon processes (KUBECONFIG=.dev/kubeconfig, ADMIN_ADDR=127.0.0.1:<free>) ─┘
+//!            ├► operator-sims: S3 server (.dev/dataplane/s3), COSI, Velero, CNPG (real PostgreSQL), Flux
+//!            ├► daemon processes (KUBECONFIG=.dev/kubeconfig, ADMIN_ADDR=127.0.0.1:<free>) ─┘
+//!            └► tenant-acme: Postgres orders-db (sample rows) and orders-db-copy (empty)
 //! ```
-//! Invariants: daemons are started only after the emulator serves every CRD; `--check` proves the whole
-//! path (emulator, CRDs, every daemon's `/ready`) and exits 0, so tests and CI can run the same command.
+//! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
+//! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
+//! are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
+//! databases answering) and exits 0, so tests and CI can run the same command.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,16 +35,22 @@ pub struct DaemonEntry {
 pub const DAEMONS: &[DaemonEntry] = &[
     // Simulated third-party operators first: they install the permissive CRDs (BucketClaim,
     // apps.cozystack.io Bucket, velero.io BackupStorageLocation) the other daemons watch.
+    // The S3 server (real keys, HTTPS with a dev CA), CNPG over real PostgreSQL and Flux's
+    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane.
     DaemonEntry {
         bin: "operator-sims",
-        args: &["--sims=cosi,velero", "--cosi-delay-ms=500"],
+        args: &[
+            "--sims=s3,cosi,velero,cnpg,flux",
+            "--cosi-delay-ms=500",
+            "--data-dir={dev-dir}/dataplane",
+        ],
     },
     // Renders Bucket cozy-backups, BackupClass cozy-default, the cozy-default-* strategies and the
     // BSL from upstream's default values (config: ConfigMap cozy-backup-controller/strategy-renderer-config,
-    // absent = defaults).
+    // absent = defaults); the fallback endpoint is the dev S3 server's plain-HTTP one.
     DaemonEntry {
         bin: "strategy-renderer",
-        args: &[],
+        args: &["--endpoint={s3-http}"],
     },
     // The flags mirror the upstream chart's env (BACKUP_STORAGE_*): the source is the system bucket's
     // credentials Secret the simulated COSI provisioner creates in tenant-root; cozy-velero is the one
@@ -50,7 +61,7 @@ pub const DAEMONS: &[DaemonEntry] = &[
             "--source-namespace=tenant-root",
             "--source-name=bucket-cozy-backups-system-credentials",
             "--target-name=cozy-backups-creds",
-            "--endpoint=http://seaweedfs-s3.tenant-root.svc.cozy.local:8333",
+            "--endpoint={s3-http}",
             "--region=us-east-1",
             "--force-path-style=true",
             "--system-namespaces=cozy-velero",
@@ -70,8 +81,23 @@ pub const DAEMONS: &[DaemonEntry] = &[
 ];
 
 /// Namespaces the dev control plane creates before starting the daemons: the platform bucket's
-/// tenant, Velero's namespace and the backup controllers' namespace (the renderer's ConfigMap).
-pub const NAMESPACES: &[&str] = &["tenant-root", "cozy-velero", "cozy-backup-controller"];
+/// tenant, Velero's namespace, the backup controllers' namespace (the renderer's ConfigMap) and the
+/// example tenant.
+pub const NAMESPACES: &[&str] = &[
+    "tenant-root",
+    "cozy-velero",
+    "cozy-backup-controller",
+    TENANT,
+];
+
+/// The example tenant of the backup documentation.
+pub const TENANT: &str = "tenant-acme";
+
+/// Sample data seeded into `orders-db` (idempotent: only into an empty table).
+pub const SAMPLE_SQL: &str = "CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, \
+     amount numeric(10,2) NOT NULL, created_at timestamptz NOT NULL DEFAULT now()); \
+     INSERT INTO orders (customer, amount) SELECT * FROM (VALUES ('alice', 19.99), ('bob', 5.00), \
+     ('carol', 42.50)) v WHERE NOT EXISTS (SELECT 1 FROM orders);";
 
 /// Starts the dev control plane.
 #[derive(Debug, Parser)]
@@ -95,6 +121,9 @@ pub struct Args {
     /// Start everything, verify it (CRDs served, daemons ready), print the next steps and exit.
     #[arg(long, env = "DEV_CHECK")]
     pub check: bool,
+    /// Directory of the PostgreSQL client binaries (psql seeds the sample rows).
+    #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
+    pub pg_bin_dir: PathBuf,
 }
 
 /// Runs the dev control plane until a signal, `--exit-after`, or (with `--check`) verification.
@@ -152,6 +181,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let logs = args.dev_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
     let mut daemons = Vec::new();
+    let dataplane = args.dev_dir.join("dataplane");
+    let mut s3: Option<operator_sims::s3::Endpoints> = None;
     for entry in DAEMONS {
         let bin = harness::locate_binary(entry.bin).with_context(|| {
             format!(
@@ -159,11 +190,33 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 entry.bin
             )
         })?;
-        let spec = harness::DaemonSpec::new(entry.bin, bin).args(entry.args.iter().copied());
+        let mut entry_args = Vec::new();
+        for a in entry.args {
+            let mut a = a.replace("{dev-dir}", &args.dev_dir.display().to_string());
+            if a.contains("{s3-http}") {
+                let e = s3.as_ref().context("the S3 server is not running")?;
+                a = a.replace("{s3-http}", &e.http);
+            }
+            entry_args.push(a);
+        }
+        let spec = harness::DaemonSpec::new(entry.bin, bin).args(entry_args);
         let mut d = harness::Daemon::spawn(spec, &kubeconfig, &logs)?;
         d.wait_ready(Duration::from_secs(60)).await?;
+        if entry.bin == "operator-sims" {
+            s3 = Some(
+                operator_sims::s3::Endpoints::read(&dataplane.join("s3"))
+                    .context("reading the S3 server's endpoints")?,
+            );
+        }
         daemons.push(d);
     }
+
+    seed_tenant(&emulator.client())
+        .await
+        .context("seeding the example tenant")?;
+    let orders_uri = seed_sample_rows(&emulator.client(), &args.pg_bin_dir)
+        .await
+        .context("seeding the sample rows of tenant-acme/orders-db")?;
 
     let kc = kubeconfig.display();
     println!("Dev control plane is up.");
@@ -191,6 +244,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("  kubectl --kubeconfig {kc} -n cozy-velero get backupstoragelocation cozy-default");
     println!("  kubectl --kubeconfig {kc} api-resources --api-group=backups.cozystack.io");
     println!("  export KUBECONFIG={kc}   # then plain kubectl works");
+    if let Some(e) = &s3 {
+        println!("Data plane (docs/dataplane.md):");
+        println!(
+            "  S3:          {} (TLS, dev CA {}), {} (plain)",
+            e.https,
+            e.ca_file.display(),
+            e.http
+        );
+        println!(
+            "  psql:        psql \"$(kubectl --kubeconfig {kc} -n {TENANT} get secret postgres-orders-db-app -o jsonpath='{{.data.uri}}' | base64 -d)\" -c 'TABLE orders'"
+        );
+        println!(
+            "  orders-db:   {} sample rows",
+            psql_count(&args.pg_bin_dir, &orders_uri)
+                .await
+                .unwrap_or_default()
+        );
+    }
     if args.check {
         println!("check passed");
     } else {
@@ -208,11 +279,109 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
+    // SIGTERM first: the simulators then stop their PostgreSQL servers and remove their data.
     for d in &mut daemons {
+        if let Some(pid) = d
+            .pid()
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+    for d in &mut daemons {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while d.is_running() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         d.kill().await?;
     }
     emulator.shutdown().await;
     Ok(())
+}
+
+/// The example tenant's Postgres applications: `orders-db` (gets sample rows) and `orders-db-copy`
+/// (stays empty: the target of the documentation's point-in-time RestoreJob). Existing ones are kept.
+pub async fn seed_tenant(client: &kube::Client) -> anyhow::Result<()> {
+    use api::thirdparty::apps::Postgres;
+    use kube::api::{DynamicObject, PostParams};
+    let ar = kube::core::ApiResource::erase::<Postgres>(&());
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), TENANT, &ar);
+    for name in ["orders-db", "orders-db-copy"] {
+        let app: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": name, "namespace": TENANT},
+            "spec": {"size": "1Gi", "replicas": 1},
+        }))?;
+        match apps.create(&PostParams::default(), &app).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating Postgres {name}")),
+        }
+    }
+    Ok(())
+}
+
+/// Waits for `orders-db`'s Cluster to be healthy, then inserts the sample rows (once) through the
+/// `-app` Secret, as a user would; returns the connection URI.
+pub async fn seed_sample_rows(
+    client: &kube::Client,
+    pg_bin_dir: &std::path::Path,
+) -> anyhow::Result<String> {
+    use api::thirdparty::cnpg::Cluster;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::DynamicObject;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        TENANT,
+        &kube::core::ApiResource::erase::<Cluster>(&()),
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), TENANT);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let uri = loop {
+        let healthy = clusters
+            .get_opt("postgres-orders-db")
+            .await?
+            .and_then(|c| c.data["status"]["phase"].as_str().map(str::to_owned))
+            .is_some_and(|p| p == "Cluster in healthy state");
+        if healthy
+            && let Some(secret) = secrets.get_opt("postgres-orders-db-app").await?
+            && let Some(uri) = secret.data.as_ref().and_then(|d| d.get("uri"))
+        {
+            break String::from_utf8(uri.0.clone())?;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "Cluster {TENANT}/postgres-orders-db did not become healthy within 90s (see .dev/logs/operator-sims.log)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
+        .args([
+            uri.as_str(),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            SAMPLE_SQL,
+        ])
+        .output()
+        .await
+        .with_context(|| format!("running {}", pg_bin_dir.join("psql").display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(uri)
+}
+
+async fn psql_count(pg_bin_dir: &std::path::Path, uri: &str) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
+        .args([uri, "-X", "-A", "-t", "-c", "SELECT count(*) FROM orders"])
+        .output()
+        .await?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// Objects of the Cozystack platform that daemons act on but that no daemon creates: the

@@ -22,6 +22,7 @@
 mod admin;
 pub mod audit;
 mod daemon;
+mod dataplane;
 mod emulator;
 pub mod fixtures;
 mod http;
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 pub use admin::{Admin, Metrics, Sample};
 pub use audit::{Audit, Request};
 pub use daemon::{AddressReport, Daemon, DaemonSpec};
+pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 

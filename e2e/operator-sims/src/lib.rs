@@ -1,24 +1,37 @@
 //! Simulated third-party operators: small controllers that move foreign objects through the same
 //! status transitions the real operators do, against any API server (the kube emulator in tests and
-//! in the dev control plane), selectable one by one with `--sims`.
+//! in the dev control plane), selectable one by one with `--sims`. Some of them have a real data
+//! plane: an S3 server, PostgreSQL instances and barman-cloud (see `docs/dataplane.md`).
 //!
 //! ```text
-//!  operator-sims --sims cosi,velero
+//!  operator-sims --sims s3,cosi,velero,cnpg,flux --data-dir DIR
 //!     │ installs permissive CRDs for the kinds it serves (if absent)
-//!     ├─ cosi:   Bucket ─► BucketClaim bucket-<name> ─(delay)─► status.bucketName=bucket-<uid>, bucketReady
-//!     │          Bucket + bound claim ─► Secret bucket-<name>-<user>-credentials (accessKey, secretKey,
-//!     │                                   endpoint as a bare host, bucketName), like the bucket chart
-//!     └─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists
+//!     ├─ s3:     S3 server on loopback (HTTP + HTTPS with a dev CA), SigV4 keys per bucket,
+//!     │          objects under DIR/s3; endpoints in DIR/s3/endpoints.json
+//!     ├─ cosi:   Bucket ─► BucketClaim bucket-<name> ─(delay)─► bucket created, status.bucketName
+//!     │          Bucket + bound claim ─► Secret bucket-<name>-<user>-credentials (real keys and the
+//!     │                                   HTTPS endpoint as a bare host), like the bucket chart
+//!     ├─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists
+//!     ├─ flux:   Postgres app ─► HelmRelease postgres-<name> ─► Cluster/ObjectStore/Secrets as the
+//!     │          Cozystack Postgres chart renders them (suspend, requestedAt/forceAt honoured)
+//!     └─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
+//!                ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
 //! ```
 //!
 //! Data flow: each simulator watches its kinds through a `kube::Client` into a [`Cache`] and
 //! re-evaluates every object it serves whenever anything changes (event-driven; no polling).
 //! Invariants: simulators only write objects and status fields the real operator owns, every
-//! transition is one the real operator makes, and no credential value is ever logged. Adding a
-//! simulator (CNPG, Flux, …) means adding a [`Sim`] variant, its CRDs and its module.
+//! transition is one the real operator makes, and no credential value is ever logged. Every
+//! PostgreSQL process is stopped, and its data removed, when its Cluster goes or this process exits.
+//! Adding a simulator means adding a [`Sim`] variant, its CRDs and its module.
 
 pub mod cache;
+pub mod cnpg;
 pub mod cosi;
+pub mod flux;
+pub mod pg;
+pub mod podlog;
+pub mod s3;
 pub mod velero;
 
 use std::time::Duration;
@@ -34,18 +47,37 @@ pub enum Sim {
     Cosi,
     /// Velero's BackupStorageLocation validation.
     Velero,
+    /// The S3 object store (not an operator: the server the COSI buckets live in).
+    S3,
+    /// CloudNativePG and its barman-cloud plugin, over real PostgreSQL and barman-cloud.
+    Cnpg,
+    /// Flux helm-controller (and cozystack-api) for Postgres applications.
+    Flux,
 }
 
 impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        use api::thirdparty::{apps, cosi, permissive_crd, velero};
+        use api::thirdparty::{apps, barman, cnpg, cosi, flux, permissive_crd, velero};
         match self {
             Sim::Cosi => vec![
                 permissive_crd::<cosi::BucketClaim>(true),
                 permissive_crd::<apps::Bucket>(true),
             ],
             Sim::Velero => vec![permissive_crd::<velero::BackupStorageLocation>(true)],
+            Sim::S3 => vec![],
+            Sim::Cnpg => vec![
+                permissive_crd::<cnpg::Cluster>(true),
+                permissive_crd::<cnpg::Backup>(true),
+                permissive_crd::<barman::ObjectStore>(true),
+            ],
+            Sim::Flux => vec![
+                permissive_crd::<apps::Postgres>(true),
+                permissive_crd::<flux::HelmRelease>(true),
+                // The rendered kinds, so that Flux alone can apply them.
+                permissive_crd::<cnpg::Cluster>(true),
+                permissive_crd::<barman::ObjectStore>(true),
+            ],
         }
     }
 }
@@ -78,9 +110,30 @@ pub struct Args {
     /// COSI: delay between a BucketClaim appearing and its bucket being reported ready.
     #[arg(long, env = "COSI_DELAY_MS", default_value_t = 200)]
     pub cosi_delay_ms: u64,
-    /// COSI: S3 endpoint written to credentials Secrets (a bare host, as the bucket chart writes it).
+    /// COSI: S3 endpoint written to credentials Secrets (a bare host, as the bucket chart writes
+    /// it) when the `s3` simulator does not run; with it, its HTTPS endpoint is written.
     #[arg(long, env = "COSI_ENDPOINT", default_value = "s3.cozy.local")]
     pub cosi_endpoint: String,
+    /// Directory for the data plane (S3 objects, the dev CA, PostgreSQL data); default: a fresh
+    /// temporary directory removed at exit.
+    #[arg(long, env = "DATA_DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// S3: plain-HTTP listen address (the in-cluster fallback endpoint).
+    #[arg(long, env = "S3_HTTP_ADDR", default_value = "127.0.0.1:0")]
+    pub s3_http_addr: std::net::SocketAddr,
+    /// S3: HTTPS listen address (the external ingress endpoint, dev CA).
+    #[arg(long, env = "S3_HTTPS_ADDR", default_value = "127.0.0.1:0")]
+    pub s3_https_addr: std::net::SocketAddr,
+    /// CNPG: directory of the PostgreSQL binaries.
+    #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
+    pub pg_bin_dir: std::path::PathBuf,
+    /// CNPG: the unprivileged account PostgreSQL runs as when this process runs as root
+    /// (`nobody` when it does not exist).
+    #[arg(long, env = "PG_USER", default_value = "postgres")]
+    pub pg_user: String,
+    /// CNPG: pause before a failed recovery is tried again in a new recovery pod.
+    #[arg(long, env = "CNPG_RECOVERY_RETRY_MS", default_value_t = 2000)]
+    pub cnpg_recovery_retry_ms: u64,
 }
 
 /// Creates each CRD unless a CRD of that name exists.
@@ -112,6 +165,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "installCrds": args.install_crds,
             "cosiDelayMs": args.cosi_delay_ms,
             "cosiEndpoint": args.cosi_endpoint,
+            "dataDir": args.data_dir,
+            "s3HttpAddr": args.s3_http_addr.to_string(),
+            "s3HttpsAddr": args.s3_https_addr.to_string(),
+            "pgBinDir": args.pg_bin_dir,
+            "pgUser": args.pg_user,
+            "cnpgRecoveryRetryMs": args.cnpg_recovery_retry_ms,
         }),
     )
     .await?;
@@ -122,6 +181,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         install_crds(&client, &crds).await?;
     }
     crds_ready.set_ready();
+    let data_dir = DataDir::open(args.data_dir.clone())?;
+    let s3 = if args.sims.contains(&Sim::S3) {
+        Some(
+            s3::S3Server::start(&s3::Options {
+                dir: data_dir.path().join("s3"),
+                http_addr: args.s3_http_addr,
+                https_addr: args.s3_https_addr,
+            })
+            .await?,
+        )
+    } else {
+        None
+    };
+    let cnpg_registry = cnpg::Registry::default();
     let mut tasks = tokio::task::JoinSet::new();
     for sim in &args.sims {
         match sim {
@@ -131,6 +204,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     cosi::Options {
                         delay: Duration::from_millis(args.cosi_delay_ms),
                         endpoint: args.cosi_endpoint.clone(),
+                        s3: s3.clone(),
                     },
                     daemon.readiness.clone(),
                 ));
@@ -138,10 +212,35 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Sim::Velero => {
                 tasks.spawn(velero::run(client.clone(), daemon.readiness.clone()));
             }
+            Sim::S3 => {}
+            Sim::Cnpg => {
+                // Instance directories left by a process that did not stop cleanly are stale:
+                // their servers died with it.
+                let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
+                let run_as = pg::resolve_run_as(&args.pg_user);
+                let root = cnpg::usable_root(&data_dir.path().join("pg"), run_as);
+                tasks.spawn(cnpg::run(
+                    client.clone(),
+                    cnpg::Options {
+                        toolchain: pg::Toolchain {
+                            bin_dir: args.pg_bin_dir.clone(),
+                            run_as,
+                        },
+                        root,
+                        default_ca: s3.as_ref().map(|s| s.endpoints().ca_file.clone()),
+                        recovery_retry: Duration::from_millis(args.cnpg_recovery_retry_ms),
+                    },
+                    cnpg_registry.clone(),
+                    daemon.readiness.clone(),
+                ));
+            }
+            Sim::Flux => {
+                tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
+            }
         }
     }
     let shutdown = daemon.shutdown.clone();
-    daemon
+    let result = daemon
         .run(async move {
             tokio::select! {
                 _ = shutdown.signaled() => {}
@@ -149,10 +248,53 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     r.context("simulator task")??;
                 }
             }
+            // Stop every PostgreSQL before the tasks that watch them go away.
+            cnpg_registry.stop_all().await;
             tasks.abort_all();
             Ok(())
         })
-        .await
+        .await;
+    let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
+    drop(data_dir);
+    result
+}
+
+/// The data-plane directory: the one given, or a temporary one removed when dropped.
+#[derive(Debug)]
+pub struct DataDir {
+    path: std::path::PathBuf,
+    temporary: bool,
+}
+
+impl DataDir {
+    /// Creates (if needed) the given directory, or a fresh temporary one.
+    pub fn open(given: Option<std::path::PathBuf>) -> anyhow::Result<Self> {
+        let (path, temporary) = match given {
+            Some(p) => (p, false),
+            None => (
+                std::env::temp_dir().join(format!("operator-sims-{}", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let path = path
+            .canonicalize()
+            .with_context(|| format!("resolving {}", path.display()))?;
+        Ok(DataDir { path, temporary })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -180,5 +322,23 @@ mod tests {
             ]
         );
         assert_eq!(names(Sim::Velero), ["backupstoragelocations.velero.io"]);
+        assert_eq!(
+            names(Sim::Cnpg),
+            [
+                "clusters.postgresql.cnpg.io",
+                "backups.postgresql.cnpg.io",
+                "objectstores.barmancloud.cnpg.io"
+            ]
+        );
+        assert_eq!(
+            names(Sim::Flux),
+            [
+                "postgreses.apps.cozystack.io",
+                "helmreleases.helm.toolkit.fluxcd.io",
+                "clusters.postgresql.cnpg.io",
+                "objectstores.barmancloud.cnpg.io"
+            ]
+        );
+        assert!(names(Sim::S3).is_empty());
     }
 }

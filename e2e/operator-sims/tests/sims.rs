@@ -148,6 +148,8 @@ async fn cosi_provisions_buckets_and_velero_validates_locations() {
     })
     .await;
     let log = h.daemon("operator-sims").unwrap().log();
-    assert!(!log.contains("simsk-"), "a secret value reached the log");
+    let secret_key = String::from_utf8(data["secretKey"].0.clone()).unwrap();
+    assert_eq!(secret_key.len(), 40);
+    assert!(!log.contains(&secret_key), "a secret value reached the log");
     h.cleanup().await.unwrap();
 }

@@ -15,12 +15,22 @@ view! {
         bootstrap: serde_json::Value,
         /// Number of instances.
         instances: i64,
+        /// External clusters; a recovery bootstrap names one as its `source`.
+        external_clusters: Vec<serde_json::Value>,
     }
     status ClusterStatus = "ClusterStatus" {
         /// Human-readable phase; `Cluster in healthy state` when healthy.
         phase: String,
         /// Earliest recoverable point (unreliable under the barman-cloud plugin).
         first_recoverability_point: String,
+        /// Instances the cluster has.
+        instances: i64,
+        /// Instances that are ready.
+        ready_instances: i64,
+        /// The current primary instance (pod name).
+        current_primary: String,
+        /// Conditions (`Ready`, `ContinuousArchiving`, `LastBackupSucceeded`).
+        conditions: Vec<serde_json::Value>,
     }
 }
 
@@ -83,6 +93,27 @@ view! {
         begin_wal: String,
         /// Last WAL of the backup.
         end_wal: String,
+        /// LSN where the backup began.
+        #[serde(rename = "beginLSN")]
+        begin_lsn: String,
+        /// LSN where the backup ended.
+        #[serde(rename = "endLSN")]
+        end_lsn: String,
+        /// barman's backup id.
+        backup_id: String,
+        /// barman's backup name.
+        backup_name: String,
+        /// The barman server name (the S3 prefix under the destination path).
+        server_name: String,
+        /// Where the backup was written.
+        destination_path: String,
+        /// The object store endpoint used.
+        #[serde(rename = "endpointURL")]
+        endpoint_url: String,
+        /// Backup method used (`plugin`).
+        method: String,
+        /// Plugin-specific metadata (`timeline`, `clusterUID`, …).
+        plugin_metadata: std::collections::BTreeMap<String, String>,
     }
 }
 

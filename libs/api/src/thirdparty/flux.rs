@@ -20,8 +20,16 @@ view! {
         interval: String,
     }
     status HelmReleaseStatus = "HelmReleaseStatus" {
-        /// Conditions (`Ready`, `Stalled`, …).
+        /// Conditions (`Ready`, `Released`, `Stalled`, …).
         conditions: Vec<serde_json::Value>,
+        /// The `reconcile.fluxcd.io/requestedAt` value last handled.
+        last_handled_reconcile_at: String,
+        /// The `reconcile.fluxcd.io/forceAt` value last handled.
+        last_handled_force_at: String,
+        /// Digest of the values of the last attempt.
+        last_attempted_config_digest: String,
+        /// Release history, newest first.
+        history: Vec<serde_json::Value>,
     }
 }
 

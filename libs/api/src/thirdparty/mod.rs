@@ -115,6 +115,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cnpg_and_plugin_status_spellings() {
+        let backup: cnpg::Backup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Backup",
+            "metadata": {"name": "b"},
+            "spec": {"method": "plugin", "cluster": {"name": "c"}},
+            "status": {"phase": "completed", "beginLSN": "0/3000028", "endLSN": "0/3000100",
+                       "backupId": "20260721T093000", "endpointURL": "https://s3",
+                       "pluginMetadata": {"timeline": "1"}},
+        }))
+        .unwrap();
+        let st = backup.status.unwrap();
+        assert_eq!(st.begin_lsn.as_deref(), Some("0/3000028"));
+        assert_eq!(st.end_lsn.as_deref(), Some("0/3000100"));
+        assert_eq!(st.endpoint_url.as_deref(), Some("https://s3"));
+        assert_eq!(st.plugin_metadata.unwrap()["timeline"], "1");
+        let store: barman::ObjectStore = serde_json::from_value(serde_json::json!({
+            "apiVersion": "barmancloud.cnpg.io/v1", "kind": "ObjectStore",
+            "metadata": {"name": "s"}, "spec": {},
+            "status": {"serverRecoveryWindow": {"srv": {"firstRecoverabilityPoint": "2026-07-21T09:30:00Z"}}},
+        }))
+        .unwrap();
+        let window = &store.status.unwrap().server_recovery_window.unwrap()["srv"];
+        assert_eq!(
+            window.first_recoverability_point.as_deref(),
+            Some("2026-07-21T09:30:00Z")
+        );
+    }
+
+    #[test]
     fn permissive_crd_names_follow_the_view() {
         let crd = permissive_crd::<cnpg::Cluster>(true);
         assert_eq!(

@@ -1,0 +1,252 @@
+//! The S3 server against the clients the data plane uses: boto3 (what barman-cloud is built on)
+//! over HTTPS trusting the development CA — multipart upload, list, head, get, delete — and the
+//! refusals a real S3 gives: a wrong secret key (403 SignatureDoesNotMatch), an unknown access key
+//! (403 InvalidAccessKeyId), another user's bucket (403 AccessDenied), and a client that does not
+//! trust the CA (certificate verification failure). Then the COSI simulator's keys against it:
+//! they authenticate, and rotated (stale) keys are refused.
+
+use std::process::Command;
+
+use operator_sims::s3::{Options, S3Server};
+
+/// Debian's Python, which carries the `python3-boto3` package barman-cli-cloud depends on.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A boto3 script: exercises the calls barman-cloud makes and prints one result line per step.
+const BOTO3_SCRIPT: &str = r#"
+import os, sys, boto3, botocore
+endpoint, bucket, ak, sk, ca = sys.argv[1:6]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
+                  region_name="us-east-1", verify=(ca if ca != "-" else None),
+                  config=botocore.config.Config(s3={"addressing_style": "path"}))
+mode = sys.argv[6]
+try:
+    if mode == "roundtrip":
+        part = os.urandom(5 * 1024 * 1024)
+        up = s3.create_multipart_upload(Bucket=bucket, Key="dir/big.bin")
+        parts = []
+        for n, body in ((1, part), (2, part), (3, b"tail")):
+            r = s3.upload_part(Bucket=bucket, Key="dir/big.bin", PartNumber=n, UploadId=up["UploadId"], Body=body)
+            parts.append({"PartNumber": n, "ETag": r["ETag"]})
+        s3.complete_multipart_upload(Bucket=bucket, Key="dir/big.bin", UploadId=up["UploadId"], MultipartUpload={"Parts": parts})
+        print("head", s3.head_object(Bucket=bucket, Key="dir/big.bin")["ContentLength"])
+        body = s3.get_object(Bucket=bucket, Key="dir/big.bin")["Body"].read()
+        print("get", len(body), body[:5 * 1024 * 1024] == part, body[-4:] == b"tail")
+        print("list", [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="dir/")["Contents"]])
+        s3.delete_object(Bucket=bucket, Key="dir/big.bin")
+        print("after-delete", s3.list_objects_v2(Bucket=bucket, Prefix="dir/").get("KeyCount"))
+    else:
+        s3.list_objects_v2(Bucket=bucket)
+        print("listed")
+except botocore.exceptions.ClientError as e:
+    print("client-error", e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"])
+except botocore.exceptions.SSLError as e:
+    print("ssl-error", "CERTIFICATE_VERIFY_FAILED" in str(e))
+"#;
+
+fn boto3(endpoint: &str, bucket: &str, ak: &str, sk: &str, ca: &str, mode: &str) -> String {
+    let out = Command::new(PYTHON)
+        .args(["-c", BOTO3_SCRIPT, endpoint, bucket, ak, sk, ca, mode])
+        .env_remove("AWS_CA_BUNDLE")
+        .output()
+        .expect("running python3 (install barman-cli-cloud, which brings python3-boto3)");
+    assert!(
+        out.status.success(),
+        "boto3 script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_round_trip_and_real_refusals() {
+    let dir = std::env::temp_dir().join(format!("s3-test-{}", std::process::id()));
+    let server = S3Server::start(&Options {
+        dir: dir.clone(),
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        https_addr: "127.0.0.1:0".parse().unwrap(),
+    })
+    .await
+    .unwrap();
+    server.ensure_bucket("bucket-one").unwrap();
+    server.ensure_bucket("bucket-two").unwrap();
+    server.registry().grant("AKONE", "secret-one", "bucket-one");
+    server.registry().grant("AKTWO", "secret-two", "bucket-two");
+    let e = server.endpoints().clone();
+    let ca = e.ca_file.display().to_string();
+    // The call runs a blocking child process; keep the server's runtime free to answer it.
+    let run = |endpoint: String,
+               bucket: &'static str,
+               ak: &'static str,
+               sk: &'static str,
+               ca: String,
+               mode: &'static str| {
+        tokio::task::spawn_blocking(move || boto3(&endpoint, bucket, ak, sk, &ca, mode))
+    };
+
+    let out = run(
+        e.https.clone(),
+        "bucket-one",
+        "AKONE",
+        "secret-one",
+        ca.clone(),
+        "roundtrip",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out,
+        "head 10485764\nget 10485764 True True\nlist ['dir/big.bin']\nafter-delete 0"
+    );
+    // The plain-HTTP endpoint serves the same store.
+    let out = run(
+        e.http.clone(),
+        "bucket-one",
+        "AKONE",
+        "secret-one",
+        "-".into(),
+        "list",
+    )
+    .await
+    .unwrap();
+    assert_eq!(out, "listed");
+
+    let refusals = [
+        (
+            "bucket-one",
+            "AKONE",
+            "wrong-secret",
+            "client-error 403 SignatureDoesNotMatch",
+        ),
+        (
+            "bucket-one",
+            "AKNOBODY",
+            "secret-one",
+            "client-error 403 InvalidAccessKeyId",
+        ),
+        (
+            "bucket-two",
+            "AKONE",
+            "secret-one",
+            "client-error 403 AccessDenied",
+        ),
+    ];
+    for (bucket, ak, sk, want) in refusals {
+        let out = run(e.https.clone(), bucket, ak, sk, ca.clone(), "list")
+            .await
+            .unwrap();
+        assert_eq!(out, want, "{bucket} {ak}");
+    }
+    // A client with only the public trust store refuses the development certificate.
+    let out = run(
+        e.https.clone(),
+        "bucket-one",
+        "AKONE",
+        "secret-one",
+        "-".into(),
+        "list",
+    )
+    .await
+    .unwrap();
+    assert_eq!(out, "ssl-error True");
+
+    // A revoked (rotated) key stops working at once.
+    server.registry().revoke("AKTWO");
+    let out = run(
+        e.https.clone(),
+        "bucket-two",
+        "AKTWO",
+        "secret-two",
+        ca.clone(),
+        "list",
+    )
+    .await
+    .unwrap();
+    assert_eq!(out, "client-error 403 InvalidAccessKeyId");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// COSI with the S3 server: the credentials Secret's keys work against its bucket; deleting the
+/// Secret rotates them, and the stale pair is refused from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cosi_keys_authenticate_and_rotated_keys_fail() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+    use kube::core::ApiResource;
+
+    let mut h = harness::Harness::start().await.unwrap();
+    let ns = h.temp_namespace("cosi-s3").await.unwrap();
+    let plane = h
+        .spawn_dataplane("s3,cosi", &["--cosi-delay-ms=10"])
+        .await
+        .unwrap();
+    let buckets: Api<DynamicObject> = Api::namespaced_with(
+        h.client(),
+        &ns,
+        &ApiResource::erase::<api::thirdparty::apps::Bucket>(&()),
+    );
+    buckets
+        .patch(
+            "b",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Bucket",
+                "metadata": {"name": "b"}, "spec": {"users": {"system": {}}},
+            })),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(h.client(), &ns);
+    let read = |secrets: Api<Secret>| async move {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(s) = secrets
+                .get_opt("bucket-b-system-credentials")
+                .await
+                .unwrap()
+            {
+                let d = s.data.unwrap();
+                let get = |k: &str| String::from_utf8(d[k].0.clone()).unwrap();
+                return (
+                    get("accessKey"),
+                    get("secretKey"),
+                    get("endpoint"),
+                    get("bucketName"),
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no credentials Secret"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let (ak, sk, endpoint, bucket) = read(secrets.clone()).await;
+    assert_eq!(format!("https://{endpoint}"), plane.https);
+    let ca = plane.ca_file.display().to_string();
+    let list = |ak: String, sk: String| {
+        let (endpoint, bucket, ca) = (plane.https.clone(), bucket.clone(), ca.clone());
+        tokio::task::spawn_blocking(move || boto3(&endpoint, &bucket, &ak, &sk, &ca, "list"))
+    };
+    assert_eq!(list(ak.clone(), sk.clone()).await.unwrap(), "listed");
+
+    secrets
+        .delete("bucket-b-system-credentials", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (new_ak, new_sk) = loop {
+        let (a, s, _, _) = read(secrets.clone()).await;
+        if a != ak {
+            break (a, s);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(list(new_ak, new_sk).await.unwrap(), "listed");
+    assert_eq!(
+        list(ak, sk.clone()).await.unwrap(),
+        "client-error 403 InvalidAccessKeyId"
+    );
+    let log = h.daemon("operator-sims").unwrap().log();
+    assert!(!log.contains(&sk), "a secret key reached the log");
+    h.cleanup().await.unwrap();
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the simulated data plane runs (docs/dataplane.md): PostgreSQL 15 (server and client)
+# and barman-cloud 3.4 (Debian's barman-cli-cloud, which brings python3-boto3). Does nothing when
+# they are present; otherwise needs root (or sudo) and Debian's package archive.
+set -euo pipefail
+missing=()
+[[ -x /usr/lib/postgresql/15/bin/postgres && -x /usr/lib/postgresql/15/bin/psql ]] || missing+=(postgresql-15 postgresql-client-15)
+command -v barman-cloud-backup >/dev/null || missing+=(barman-cli-cloud)
+/usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
+((${#missing[@]} == 0)) && exit 0
+echo "installing ${missing[*]} (apt-get)" >&2
+sudo=()
+[[ $(id -u) == 0 ]] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
