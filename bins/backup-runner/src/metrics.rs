@@ -2,7 +2,8 @@
 
 use api::contract::phases;
 
-use crate::drivers::Run;
+use api::backups::BackupJob;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Counter `{namespace, kind, strategy, result}`: BackupJobs that reached a terminal phase.
 pub const RUNS: &str = "cozy_backups_backup_runner_backups_total";
@@ -28,17 +29,17 @@ pub fn describe() {
     metrics::describe_gauge!(IN_FLIGHT, "BackupJobs this replica holds a work lease for.");
 }
 
-fn labels(run: &Run<'_>) -> (String, String, String) {
+fn labels(job: &BackupJob, strategy: &str) -> (String, String, String) {
     (
-        run.namespace(),
-        run.app.kind.clone(),
-        run.resolved.strategy_ref.kind.clone(),
+        job.metadata.namespace.clone().unwrap_or_default(),
+        job.spec.application_ref.kind.clone(),
+        strategy.to_owned(),
     )
 }
 
-/// Records a terminal phase.
-pub fn terminal(run: &Run<'_>, phase: &str) {
-    let (ns, kind, strategy) = labels(run);
+/// Records a terminal phase of `job` (driven by `strategy`) at `now`.
+pub fn terminal(job: &BackupJob, strategy: &str, phase: &str, now: &Time) {
+    let (ns, kind, strategy) = labels(job, strategy);
     let result = if phase == phases::SUCCEEDED {
         "succeeded"
     } else {
@@ -46,18 +47,18 @@ pub fn terminal(run: &Run<'_>, phase: &str) {
     };
     metrics::counter!(RUNS, "namespace" => ns, "kind" => kind.clone(), "strategy" => strategy.clone(), "result" => result)
         .increment(1);
-    if let Some(created) = run.job.metadata.creation_timestamp.as_ref() {
-        let secs = run.now.0.duration_since(created.0).as_secs_f64();
+    if let Some(created) = job.metadata.creation_timestamp.as_ref() {
+        let secs = now.0.duration_since(created.0).as_secs_f64();
         metrics::histogram!(DURATION, "kind" => kind, "strategy" => strategy).record(secs.max(0.0));
     }
 }
 
 /// Records a success (and the application's last success time).
-pub fn succeeded(run: &Run<'_>) {
-    terminal(run, phases::SUCCEEDED);
-    let (ns, kind, _) = labels(run);
-    metrics::gauge!(LAST_SUCCESS, "namespace" => ns, "kind" => kind, "application" => run.app.name.clone())
-        .set(run.now.0.as_second() as f64);
+pub fn succeeded(job: &BackupJob, strategy: &str, now: &Time) {
+    terminal(job, strategy, phases::SUCCEEDED, now);
+    let (ns, kind, _) = labels(job, strategy);
+    metrics::gauge!(LAST_SUCCESS, "namespace" => ns, "kind" => kind, "application" => job.spec.application_ref.name.clone())
+        .set(now.0.as_second() as f64);
 }
 
 /// Records a failure decided before any driver ran (the pipeline gate).

@@ -261,7 +261,7 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                     return refused(ctx, run, "failed to create Backup artifact", e).await;
                 }
                 write_status(ctx, run, status).await?;
-                crate::metrics::succeeded(run);
+                crate::metrics::succeeded(run.job, &run.resolved.strategy_ref.kind, &run.now);
                 return Ok(Action::await_change());
             }
             Step::Idle(recheck) => return Ok(action(recheck)),
@@ -323,7 +323,12 @@ async fn write_status(
     if status.phase != before {
         crate::events::phase_changed(ctx, run.job, &status).await;
         if status.phase.as_deref() == Some(api::contract::phases::FAILED) {
-            crate::metrics::terminal(run, api::contract::phases::FAILED);
+            crate::metrics::terminal(
+                run.job,
+                &run.resolved.strategy_ref.kind,
+                api::contract::phases::FAILED,
+                &run.now,
+            );
         }
     }
     run.status = status;
