@@ -10,10 +10,19 @@
 //! Invariant: the simulator is an ordinary harness daemon (`"operator-sims"`), so `kill`, `restart`
 //! and the failure dump apply; killing it stops every PostgreSQL server it started.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use serde_json::Value;
+
 use crate::{DaemonSpec, Error, Harness};
+
+/// The PostgreSQL client binaries (Debian's postgresql-15).
+pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
 /// Where the data plane of a test lives.
 #[derive(Debug, Clone)]
@@ -70,4 +79,105 @@ impl Harness {
         }
         Ok(plane)
     }
+}
+
+/// How long data-plane waits may take (a recovery replays WAL with real PostgreSQL).
+pub const DATAPLANE_DEADLINE: Duration = Duration::from_secs(120);
+
+impl Harness {
+    /// A dynamic API for the typed kind `K` in `ns`.
+    pub fn dynamic<K: kube::Resource<DynamicType = ()>>(&self, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client(), ns, &ApiResource::erase::<K>(&()))
+    }
+
+    /// A Secret's data as strings, if the Secret exists.
+    pub async fn secret_data(&self, ns: &str, name: &str) -> Option<BTreeMap<String, String>> {
+        let s = Api::<Secret>::namespaced(self.client(), ns)
+            .get_opt(name)
+            .await
+            .unwrap()?;
+        Some(
+            s.data?
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect(),
+        )
+    }
+
+    /// Waits (up to [`DATAPLANE_DEADLINE`]) for cnpg Cluster `ns/name` to be healthy and returns
+    /// the connection URI of its `-app` Secret, as a user would read it.
+    pub async fn healthy_cluster_uri(&self, ns: &str, name: &str) -> String {
+        let clusters = self.dynamic::<api::thirdparty::cnpg::Cluster>(ns);
+        crate::eventually_within(
+            &format!("Cluster {ns}/{name} healthy"),
+            DATAPLANE_DEADLINE,
+            || {
+                let clusters = clusters.clone();
+                async move {
+                    let c = clusters.get_opt(name).await.ok()??;
+                    (c.data["status"]["phase"] == "Cluster in healthy state").then_some(())
+                }
+            },
+        )
+        .await;
+        self.secret_data(ns, &format!("{name}-app")).await.unwrap()["uri"].clone()
+    }
+
+    /// `kubectl logs` of a container.
+    pub fn kubectl_logs(&self, ns: &str, pod: &str, container: &str) -> String {
+        let out = self.kubectl_output(&["-n", ns, "logs", pod, "-c", container], None);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Server-side applies `body` (test fixtures) as field manager `e2e`.
+pub async fn apply(api: &Api<DynamicObject>, body: Value) -> DynamicObject {
+    let name = body["metadata"]["name"].as_str().unwrap().to_owned();
+    api.patch(
+        &name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
+}
+
+/// Runs SQL through `psql` with a connection URI (unaligned, tuples only), as a user would with
+/// the `-app` Secret; panics with psql's message on failure.
+pub fn psql(uri: &str, sql: &str) -> String {
+    let out = std::process::Command::new(Path::new(PG_BIN).join("psql"))
+        .args([
+            uri,
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Processes whose command line mentions `dir` (PostgreSQL servers, barman commands).
+pub fn processes_under(dir: &Path) -> Vec<String> {
+    let needle = dir.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(&needle) {
+                found.push(text);
+            }
+        }
+    }
+    found
 }

@@ -22,7 +22,7 @@
 mod admin;
 pub mod audit;
 mod daemon;
-mod dataplane;
+pub mod dataplane;
 mod emulator;
 pub mod fixtures;
 mod http;

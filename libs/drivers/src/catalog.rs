@@ -27,6 +27,8 @@ pub struct Entry {
     pub artifact_checksum: Option<String>,
     /// `status.underlyingResources`.
     pub underlying_resources: Option<Json>,
+    /// `status.recoverableWindow` (point-in-time archives).
+    pub recoverable_window: Option<api::backups::RecoverableWindow>,
 }
 
 /// The catalog Backup of `job` made through `strategy_ref` (the resolved route's strategy).
@@ -58,6 +60,7 @@ pub fn backup(
                 checksum: entry.artifact_checksum,
             }),
             underlying_resources: entry.underlying_resources,
+            recoverable_window: entry.recoverable_window,
             ..Default::default()
         }),
     }

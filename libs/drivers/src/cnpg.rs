@@ -320,6 +320,30 @@ pub fn catalog_fields(c: &Completed<'_>) -> (BTreeMap<String, String>, String, O
     (md, format!("cnpg://{}/{name}", c.server_name), taken)
 }
 
+/// The recoverable window known when a cnpg Backup completed: from the ObjectStore's first
+/// recoverability point for the server (the oldest base backup still in the archive; this backup's
+/// own stop time when the plugin has not reported one yet) to this backup's stop time (its end WAL
+/// is archived; archiving continues after it).
+pub fn recoverable_window(
+    cnpg_backup: &Json,
+    object_store: Option<&Json>,
+    server_name: &str,
+) -> Option<api::backups::RecoverableWindow> {
+    let stopped = crate::catalog::time(&cnpg_backup["status"]["stoppedAt"])?;
+    let first = object_store
+        .and_then(|o| {
+            crate::catalog::time(
+                &o["status"]["serverRecoveryWindow"][server_name]["firstRecoverabilityPoint"],
+            )
+        })
+        .filter(|f| f.0 <= stopped.0)
+        .unwrap_or_else(|| stopped.clone());
+    Some(api::backups::RecoverableWindow {
+        from: Some(first),
+        to: Some(stopped),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +439,20 @@ mod tests {
             snapshot(&json!({"spec": {}}), &BTreeMap::new()),
             json!({"kind": "CNPGBackupSnapshot", "apiVersion": "backups.cozystack.io/v1alpha1"})
         );
+    }
+
+    #[test]
+    fn the_window_runs_from_the_oldest_base_backup_to_this_ones_end() {
+        let b = json!({"status": {"stoppedAt": "2026-01-02T00:00:09Z"}});
+        let store = json!({"status": {"serverRecoveryWindow": {"s": {"firstRecoverabilityPoint": "2026-01-01T00:00:05Z"}}}});
+        let w = recoverable_window(&b, Some(&store), "s").unwrap();
+        assert_eq!(
+            (w.from.unwrap().0.to_string(), w.to.unwrap().0.to_string()),
+            ("2026-01-01T00:00:05Z".into(), "2026-01-02T00:00:09Z".into())
+        );
+        let w = recoverable_window(&b, None, "s").unwrap();
+        assert_eq!(w.from, w.to, "no report yet: this backup alone");
+        assert_eq!(recoverable_window(&json!({}), None, "s"), None);
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl Daemon {
         let admin = AdminServer::bind(admin_args.admin_addr, readiness.clone(), metrics.clone())
             .await
             .with_context(|| format!("bind admin server on {}", admin_args.admin_addr))?;
-        let client = crate::client(client).await?;
+        let client = crate::client_as(client, component).await?;
         let bound = admin.local_addr()?;
         tracing::info!(admin_addr = %bound, "admin server listening");
         if let Some(path) = &admin_args.admin_addr_file {

@@ -50,8 +50,14 @@ pub use work::{Held, WorkLeaseKeeper};
 /// Builds a kube client from the client arguments (explicit kubeconfig, else in-cluster or the
 /// default kubeconfig).
 pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
+    client_as(args, "cozy-backups").await
+}
+
+/// [`client`] whose requests carry `User-Agent: <component>/<version>`, so audit logs (the API
+/// server's, the emulator's) tell which daemon made each request.
+pub async fn client_as(args: &ClientArgs, component: &str) -> anyhow::Result<kube::Client> {
     use anyhow::Context as _;
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("read kubeconfig {}", path.display()))?;
@@ -67,6 +73,11 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("infer Kubernetes client configuration")?,
     };
+    if let Ok(agent) =
+        http::HeaderValue::from_str(&format!("{component}/{}", env!("CARGO_PKG_VERSION")))
+    {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     kube::Client::try_from(config).context("build Kubernetes client")
 }
 

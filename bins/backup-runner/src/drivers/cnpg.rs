@@ -172,6 +172,11 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 driver_metadata,
                 artifact_uri: Some(uri),
                 underlying_resources: Some(d::snapshot(app, &run.resolved.parameters)),
+                recoverable_window: d::recoverable_window(
+                    backup,
+                    o.object_store.as_ref(),
+                    &server_name,
+                ),
                 ..Default::default()
             };
             let catalog =
@@ -194,16 +199,19 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             } else {
                 error.clone()
             };
+            // CNPG may retry out of `failed`, so upstream waits 30 minutes; a shorter backup
+            // deadline (flag or BackupClass parameter) bounds that wait too.
+            let deadline = d::FAILED_PHASE_DEADLINE.min(run.deadline);
             run.wait(
                 reasons::CNPG_BACKUP_TRANSIENT_FAILURE,
                 message,
                 false,
-                d::FAILED_PHASE_DEADLINE,
+                deadline,
                 || {
                     if error.is_empty() {
                         format!(
                             "cnpg.io Backup remained in phase=failed past {} deadline",
-                            drivers::status::go_duration(d::FAILED_PHASE_DEADLINE)
+                            drivers::status::go_duration(deadline)
                         )
                     } else {
                         error.clone()

@@ -33,6 +33,18 @@ use crate::meta::{Condition, LocalObjectReference, TypedLocalObjectReference};
     printcolumn(name = "Taken", type_ = "date", json_path = ".spec.takenAt"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Recoverable From",
+        type_ = "date",
+        json_path = ".status.recoverableWindow.from",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Recoverable To",
+        type_ = "date",
+        json_path = ".status.recoverableWindow.to",
+        priority = 1
+    ),
+    printcolumn(
         name = "Artifact",
         type_ = "string",
         json_path = ".status.artifact.uri",
@@ -80,10 +92,27 @@ pub struct BackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::meta::preserve_unknown_object")]
     pub underlying_resources: Option<serde_json::Value>,
+    /// Point-in-time restores (CNPG): the span of time this backup's archive could restore to when
+    /// the backup completed (new; upstream has no such field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recoverable_window: Option<RecoverableWindow>,
     /// Conditions, keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::meta::conditions_schema")]
     pub conditions: Vec<Condition>,
+}
+
+/// The recoverable span of a point-in-time archive.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverableWindow {
+    /// The earliest restorable time: the stop time of the oldest base backup still in the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Time>,
+    /// The newest time known to be archived when the backup completed (its end WAL); WAL archiving
+    /// continues, so later times usually restore too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Time>,
 }
 
 /// Location and integrity data of a backup artifact.

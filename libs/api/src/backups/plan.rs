@@ -59,6 +59,11 @@ pub struct PlanSpec {
     /// everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<RetentionPolicy>,
+    /// What a due schedule slot does while an earlier job of this Plan still runs: `Allow`
+    /// (upstream's behaviour, the default) starts another job, `Forbid` skips the slot with an Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Allow", "Forbid"]))]
+    pub concurrency_policy: Option<String>,
 }
 
 /// A Plan's schedule.

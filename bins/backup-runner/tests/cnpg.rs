@@ -1,0 +1,454 @@
+//! End to end on the real data plane (PostgreSQL, barman-cloud, the S3 server, the simulated CNPG
+//! and Flux): the real `backup-runner`, `strategy-renderer` and `credentials-projector` binaries
+//! against the emulator. The seed's tenant BackupJob, applied verbatim with kubectl, ends
+//! `Succeeded` with a catalog `Backup` whose base backup is in the bucket; and the CNPG driver's
+//! edges: strategy missing during the bootstrap window, application missing, credentials not yet
+//! projected, a failing backup, a hanging one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use api::backups::{Backup, BackupJob};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply, psql};
+use harness::{Admin, DaemonSpec, Harness, eventually_within};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const TENANT: &str = "tenant-acme";
+const READY: Duration = Duration::from_secs(60);
+
+/// The seed's tenant workflow, verbatim.
+const SEED_BACKUPJOB: &str = r#"
+apiVersion: backups.cozystack.io/v1alpha1
+kind: BackupJob
+metadata:
+  name: ad-hoc
+  namespace: tenant-acme
+spec:
+  backupClassName: cozy-default
+  applicationRef:
+    apiGroup: apps.cozystack.io
+    kind: Postgres
+    name: orders-db
+"#;
+
+fn bin(name: &str) -> PathBuf {
+    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The platform: data plane, renderer, projector and runner; the tenant's Postgres `orders-db`
+/// healthy with two rows.
+struct Platform {
+    h: Harness,
+    dp: DataPlane,
+    runner: Admin,
+}
+
+impl Platform {
+    async fn start(runner_args: &[&str]) -> Platform {
+        let mut h = Harness::start().await.unwrap();
+        h.create_namespaces(&[
+            "tenant-root",
+            "cozy-velero",
+            "cozy-backup-controller",
+            TENANT,
+        ])
+        .await
+        .unwrap();
+        let dp = h
+            .spawn_dataplane("s3,cosi,cnpg,flux", &["--cosi-delay-ms=10"])
+            .await
+            .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
+                .args([format!("--endpoint={}", dp.http)]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(projector(&dp), READY).await.unwrap();
+        let runner = h
+            .spawn_ready(
+                DaemonSpec::new("backup-runner", bin("backup-runner"))
+                    .args(runner_args.iter().copied()),
+                READY,
+            )
+            .await
+            .unwrap()
+            .admin()
+            .await
+            .unwrap();
+        let p = Platform { h, dp, runner };
+        p.app("orders-db").await;
+        let uri = p.h.healthy_cluster_uri(TENANT, "postgres-orders-db").await;
+        psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+        psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
+        p
+    }
+
+    async fn app(&self, name: &str) {
+        apply(
+            &self.h.dynamic::<api::thirdparty::apps::Postgres>(TENANT),
+            json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
+                   "metadata": {"name": name, "namespace": TENANT},
+                   "spec": {"size": "1Gi", "replicas": 1}}),
+        )
+        .await;
+    }
+
+    fn jobs(&self) -> Api<BackupJob> {
+        Api::namespaced(self.h.client(), TENANT)
+    }
+
+    /// Waits for the job's Ready condition to have `reason` (any phase), returning the job.
+    async fn reason(&self, name: &str, reason: &str, within: Duration) -> BackupJob {
+        eventually_within(
+            &format!("BackupJob {name} Ready reason {reason}"),
+            within,
+            || async {
+                let j = self.jobs().get_opt(name).await.ok()??;
+                let r = j
+                    .status
+                    .as_ref()?
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Ready")?
+                    .reason
+                    .clone();
+                (r == reason).then_some(j)
+            },
+        )
+        .await
+    }
+
+    /// Waits for a terminal phase.
+    async fn terminal(&self, name: &str, within: Duration) -> BackupJob {
+        eventually_within(&format!("BackupJob {name} terminal"), within, || async {
+            let j = self.jobs().get_opt(name).await.ok()??;
+            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
+        })
+        .await
+    }
+
+    /// A BackupClass routing Postgres to the CNPG strategy `strategy` with these parameters.
+    async fn class(&self, name: &str, strategy: &str, parameters: &[(&str, &str)]) {
+        let class = api::backups::BackupClass::test(name)
+            .route_to(
+                "Postgres",
+                api::contract::groups::STRATEGY,
+                "CNPG",
+                strategy,
+                parameters,
+            )
+            .build();
+        self.h.create_cluster(&class).await;
+    }
+
+    /// A copy of the platform's CNPG strategy under another name.
+    async fn strategy_copy(&self, name: &str) {
+        let strategies: Api<DynamicObject> = Api::all_with(
+            self.h.client(),
+            &kube::core::ApiResource::erase::<api::strategy::CNPG>(&()),
+        );
+        let default = strategies.get("cozy-default-cnpg").await.unwrap();
+        apply(
+            &strategies,
+            json!({"apiVersion": "strategy.backups.cozystack.io/v1alpha1", "kind": "CNPG",
+                   "metadata": {"name": name}, "spec": default.data["spec"]}),
+        )
+        .await;
+    }
+
+    async fn annotate_cluster(&self, key: &str, value: Option<&str>) {
+        self.h
+            .dynamic::<api::thirdparty::cnpg::Cluster>(TENANT)
+            .patch(
+                "postgres-orders-db",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+fn projector(dp: &DataPlane) -> DaemonSpec {
+    DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+        "--source-namespace=tenant-root".to_owned(),
+        "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+        format!("--endpoint={}", dp.http),
+        "--region=us-east-1".to_owned(),
+        "--force-path-style=true".to_owned(),
+        "--system-namespaces=cozy-velero".to_owned(),
+    ])
+}
+
+fn ready_condition(job: &BackupJob) -> api::Condition {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready").cloned())
+        .expect("a Ready condition")
+}
+
+/// `barman-cloud-backup-list --format json` of the server, with the platform bucket's keys.
+async fn barman_list(p: &Platform, destination: &str, server: &str) -> Value {
+    let creds =
+        p.h.secret_data("tenant-root", "bucket-cozy-backups-system-credentials")
+            .await
+            .unwrap();
+    let out = std::process::Command::new("barman-cloud-backup-list")
+        .env("AWS_ACCESS_KEY_ID", &creds["accessKey"])
+        .env("AWS_SECRET_ACCESS_KEY", &creds["secretKey"])
+        .env("AWS_CA_BUNDLE", &p.dp.ca_file)
+        .args([
+            "--endpoint-url",
+            &p.dp.https,
+            "--format",
+            "json",
+            destination,
+            server,
+        ])
+        .output()
+        .expect("barman-cloud-backup-list runs");
+    assert!(
+        out.status.success(),
+        "barman-cloud-backup-list: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
+    let mut p = Platform::start(&[]).await;
+    p.h.apply_yaml(None, SEED_BACKUPJOB);
+    let job = p.terminal("ad-hoc", DATAPLANE_DEADLINE).await;
+    let status = job.status.clone().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+    assert_eq!(status.backup_ref.as_ref().unwrap().name, "ad-hoc");
+    let ready = ready_condition(&job);
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        ("BackupCompleted", "cnpg.io Backup completed")
+    );
+    assert!(status.started_at.is_some() && status.completed_at.is_some());
+
+    // The catalog entry, in upstream's shape plus the base backup's coordinates and window.
+    let backup: Backup = Api::namespaced(p.h.client(), TENANT)
+        .get("ad-hoc")
+        .await
+        .unwrap();
+    assert!(
+        backup.metadata.owner_references.is_none(),
+        "a Backup outlives its job"
+    );
+    assert_eq!(
+        backup.metadata.finalizers.as_deref(),
+        Some(&["backups.cozystack.io/cleanup".to_owned()][..])
+    );
+    let md = backup.spec.driver_metadata.clone().unwrap();
+    let cnpg_backup = md["cnpg.io/backup-name"].clone();
+    assert!(cnpg_backup.starts_with("ad-hoc-"), "{md:?}");
+    // The platform strategy names the server <namespace>-<application>.
+    assert_eq!(md["cnpg.io/server-name"], "tenant-acme-orders-db");
+    assert_eq!(md["cnpg.io/cluster-name"], "postgres-orders-db");
+    assert_eq!(md["cnpg.io/s3-secret-ref"], "cozy-backups-creds");
+    let destination = md["cnpg.io/destination-path"].clone();
+    assert!(
+        destination.ends_with("/tenant-acme/orders-db/"),
+        "{destination}"
+    );
+    assert!(md["cnpg.io/endpoint-url"].starts_with("https://"), "{md:?}");
+    for key in [
+        "cnpg.io/backup-id",
+        "cnpg.io/begin-wal",
+        "cnpg.io/end-wal",
+        "cnpg.io/stopped-at",
+    ] {
+        assert!(
+            md.get(key).is_some_and(|v| !v.is_empty()),
+            "{key} in {md:?}"
+        );
+    }
+    let bstatus = backup.status.clone().unwrap();
+    assert_eq!(bstatus.phase.as_deref(), Some("Ready"));
+    assert_eq!(
+        bstatus.artifact.as_ref().unwrap().uri,
+        format!("cnpg://tenant-acme-orders-db/{cnpg_backup}")
+    );
+    let window = bstatus.recoverable_window.clone().unwrap();
+    assert!(window.from.unwrap().0 <= window.to.clone().unwrap().0);
+    assert_eq!(
+        window.to.unwrap().0.to_string(),
+        md["cnpg.io/stopped-at"],
+        "the window ends at the base backup's stop (its end WAL is archived)"
+    );
+    let snapshot = bstatus.underlying_resources.clone().unwrap();
+    assert_eq!(snapshot["kind"], "CNPGBackupSnapshot");
+    assert!(!snapshot.to_string().contains("password"), "{snapshot}");
+
+    // The base backup is in the bucket: barman's own listing shows its id.
+    let listing = barman_list(&p, &destination, "tenant-acme-orders-db").await;
+    let ids: Vec<&str> = listing["backups_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["backup_id"].as_str())
+        .collect();
+    assert!(ids.contains(&md["cnpg.io/backup-id"].as_str()), "{listing}");
+
+    // The plugin wiring: ObjectStore owned by the Cluster, the Cluster's plugin entry.
+    let store =
+        p.h.dynamic::<api::thirdparty::barman::ObjectStore>(TENANT)
+            .get("postgres-orders-db")
+            .await
+            .unwrap();
+    assert_eq!(store.metadata.owner_references.unwrap()[0].kind, "Cluster");
+    assert!(
+        store.data["spec"]["configuration"]
+            .get("serverName")
+            .is_none()
+    );
+
+    // kubectl describe tells the story; no credential value reached the runner's log or Events.
+    let described =
+        p.h.kubectl(&["-n", TENANT, "describe", "backupjob", "ad-hoc"]);
+    for reason in ["BackupRunning", "BackupCreated", "BackupSucceeded"] {
+        assert!(described.contains(reason), "{described}");
+    }
+    let creds = p.h.secret_data(TENANT, "cozy-backups-creds").await.unwrap();
+    let log = p.h.daemon("backup-runner").unwrap().log();
+    harness::leak::assert_no_leaks(
+        &[
+            ("runner log", &log),
+            ("describe", &described),
+            ("metrics", p.runner.metrics().text()),
+        ],
+        &[&creds["AWS_SECRET_ACCESS_KEY"], &creds["AWS_ACCESS_KEY_ID"]],
+    );
+    let m = p.runner.metrics();
+    assert_eq!(
+        m.value(
+            "cozy_backups_backup_runner_backups_total",
+            &[
+                ("namespace", TENANT),
+                ("kind", "Postgres"),
+                ("strategy", "CNPG"),
+                ("result", "succeeded")
+            ]
+        ),
+        1.0
+    );
+    assert!(m.has("cozy_backups_backup_runner_last_success_timestamp_seconds"));
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strategy_missing_in_the_bootstrap_window_waits_then_succeeds() {
+    let mut p = Platform::start(&[]).await;
+    p.class("late-class", "late-cnpg", &[]).await;
+    let job = BackupJob::test("early")
+        .for_app("Postgres", "orders-db")
+        .class("late-class")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let waiting = p.reason("early", "StrategyNotReady", READY).await;
+    assert_eq!(
+        ready_condition(&waiting).message,
+        "Strategy \"late-cnpg\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
+    );
+    assert_eq!(
+        waiting.status.as_ref().unwrap().phase,
+        None,
+        "phaseless while waiting"
+    );
+    p.strategy_copy("late-cnpg").await;
+    let job = p.terminal("early", DATAPLANE_DEADLINE).await;
+    assert_eq!(job.status.unwrap().phase.as_deref(), Some("Succeeded"));
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_application_and_unprojected_credentials() {
+    let mut p = Platform::start(&["--projection-grace=1s"]).await;
+    let ghost = BackupJob::test("ghost")
+        .for_app("Postgres", "ghost")
+        .build();
+    p.h.create(TENANT, &ghost).await;
+    let failed = p.terminal("ghost", READY).await;
+    assert_eq!(
+        failed.status.as_ref().unwrap().message.as_deref(),
+        Some("Postgres application not found: tenant-acme/ghost")
+    );
+    assert_eq!(ready_condition(&failed).reason, "BackupFailed");
+
+    // The projector is down: the job waits for it, says so, and proceeds once it is back.
+    p.h.kill("credentials-projector").await.unwrap();
+    let job = BackupJob::test("patient")
+        .for_app("Postgres", "orders-db")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let waiting = p
+        .reason("patient", "CredentialsProjectionPending", READY)
+        .await;
+    assert!(
+        ready_condition(&waiting)
+            .message
+            .contains("credentials projector")
+    );
+    p.h.restart("credentials-projector", READY).await.unwrap();
+    let done = p.terminal("patient", DATAPLANE_DEADLINE).await;
+    assert_eq!(done.status.unwrap().phase.as_deref(), Some("Succeeded"));
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_backup_and_a_hanging_one_end_failed_at_the_deadline() {
+    let mut p = Platform::start(&[]).await;
+    p.strategy_copy("quick-cnpg").await;
+    p.class("quick", "quick-cnpg", &[("backupDeadline", "15s")])
+        .await;
+
+    p.annotate_cluster("operator-sims.cozy-backups.io/fail-backup", Some("true"))
+        .await;
+    let job = BackupJob::test("broken")
+        .for_app("Postgres", "orders-db")
+        .class("quick")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let transient = p
+        .reason("broken", "CNPGBackupTransientFailure", DATAPLANE_DEADLINE)
+        .await;
+    assert_eq!(
+        transient.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running")
+    );
+    let failed = p.terminal("broken", DATAPLANE_DEADLINE).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(
+        ready_condition(&transient).message,
+        status.message.clone().unwrap(),
+        "the operator's error is the message"
+    );
+    p.annotate_cluster("operator-sims.cozy-backups.io/fail-backup", None)
+        .await;
+
+    p.annotate_cluster("operator-sims.cozy-backups.io/hang", Some("true"))
+        .await;
+    let job = BackupJob::test("stuck")
+        .for_app("Postgres", "orders-db")
+        .class("quick")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let failed = p.terminal("stuck", DATAPLANE_DEADLINE).await;
+    let message = failed.status.unwrap().message.unwrap();
+    assert!(
+        message.starts_with("cnpg.io Backup tenant-acme/stuck-")
+            && message.contains("did not complete within 15s"),
+        "{message}"
+    );
+    p.annotate_cluster("operator-sims.cozy-backups.io/hang", None)
+        .await;
+    p.h.cleanup().await.unwrap();
+}
