@@ -136,6 +136,7 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
     let Some(backup) = o.backups.first() else {
         return Step::Create {
             label: BACKUPS,
+            namespace: ns.clone(),
             body: d::cnpg_backup(&ns, &name, &cluster_name),
             selector: vec![
                 (labels::OWNED_BY_JOB_NAME.into(), name.clone()),

@@ -184,15 +184,31 @@ pub enum Step {
         /// Message prefix of the failure.
         on_error: &'static str,
     },
-    /// Create an object of cache `label` unless one with these labels exists (checked fresh),
-    /// then continue; a refusal fails the job with `<on_error>: <error>`.
+    /// Create an object of cache `label` in `namespace` unless one with these labels exists
+    /// (checked fresh), then continue; a refusal fails the job with `<on_error>: <error>`.
     Create {
         /// Cache label of the kind.
         label: &'static str,
+        /// Where to create it (the job's namespace, or e.g. `cozy-velero`).
+        namespace: String,
         /// The create body.
         body: Json,
         /// Labels identifying "the one" object (the owned-by pair).
         selector: Vec<(String, String)>,
+        /// Message prefix of the failure.
+        on_error: &'static str,
+    },
+    /// JSON-merge-patch an object of cache `label` (e.g. stop another FoundationDBBackup), then
+    /// continue; NotFound counts as done; a refusal fails the job with `<on_error>: <error>`.
+    Patch {
+        /// Cache label of the kind.
+        label: &'static str,
+        /// Namespace of the object.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+        /// The merge patch.
+        patch: Json,
         /// Message prefix of the failure.
         on_error: &'static str,
     },
@@ -227,14 +243,40 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                     return refused(ctx, run, on_error, e).await;
                 }
             }
+            Step::Patch {
+                label,
+                namespace,
+                name,
+                patch,
+                on_error,
+            } => {
+                let resource = ctx.caches.resource(label);
+                let result = ctx
+                    .api(&resource, Some(&namespace))
+                    .patch(
+                        &name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&patch),
+                    )
+                    .await;
+                match result {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => {
+                        let e =
+                            api_err("patch", format!("{} {namespace}/{name}", resource.kind))(e);
+                        return refused(ctx, run, on_error, e).await;
+                    }
+                }
+            }
             Step::Create {
                 label,
+                namespace: ns,
                 body,
                 selector,
                 on_error,
             } => {
                 let resource = ctx.caches.resource(label);
-                let ns = run.namespace();
                 let sel: Vec<(&str, &str)> = selector
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_str()))
