@@ -812,6 +812,39 @@ mod tests {
     }
 
     #[test]
+    fn descriptors_equal_their_field_forms() {
+        // robfig TestParseSchedule / TestStandardSpecSchedule: descriptors and prefixes parse
+        // to the same field sets as the spelled-out spec.
+        let utc = chrono_tz::UTC;
+        let cases: &[(&str, &str)] = &[
+            ("@yearly", "0 0 1 1 *"),
+            ("@annually", "0 0 1 1 *"),
+            ("@monthly", "0 0 1 * *"),
+            ("@weekly", "0 0 * * 0"),
+            ("@daily", "0 0 * * *"),
+            ("@midnight", "0 0 * * *"),
+            ("@hourly", "0 * * * *"),
+            ("5 * * * *", "5 * * * ?"),
+        ];
+        for (descriptor, fields) in cases {
+            assert_eq!(parse(descriptor, utc), parse(fields, utc), "{descriptor}");
+        }
+        let tokyo = chrono_tz::Asia::Tokyo;
+        let every_hour_at_5 = parse("5 * * * *", utc).unwrap().0;
+        assert_eq!(
+            parse("CRON_TZ=UTC  5 * * * *", tokyo),
+            Ok((every_hour_at_5, utc))
+        );
+        assert_eq!(
+            parse("CRON_TZ=Asia/Tokyo 5 * * * *", utc),
+            Ok((every_hour_at_5, tokyo))
+        );
+        let midnight = parse("@midnight", utc).unwrap().0;
+        assert_eq!(parse("TZ=Asia/Tokyo @midnight", utc), Ok((midnight, tokyo)));
+        assert_eq!(parse("@every 5m", utc), Ok((Kind::Every(300), utc)));
+    }
+
+    #[test]
     fn range_bits_steps() {
         // robfig TestBits.
         assert_eq!(range_bits(0, 0, 1), 0x1);
