@@ -53,7 +53,8 @@ pub struct Evaluation {
     pub now: DateTime<Utc>,
     /// The Plan's `metadata.creationTimestamp`.
     pub created: DateTime<Utc>,
-    /// The Plan's `status.lastScheduleTime`: the last slot a BackupJob was created for.
+    /// The Plan's last slot as stored from an earlier decision's [`SlotDecision::record`]
+    /// (`status.lastScheduleTime`): the newest slot already run or reported skipped.
     pub last_slot: Option<DateTime<Utc>>,
     /// How late a slot may still be run ([`DEFAULT_STARTING_DEADLINE`] unless configured). A
     /// slot is on time while it lies in `(now − deadline, now]`; zero means no slot is ever
@@ -66,13 +67,18 @@ pub struct Evaluation {
 pub struct SlotDecision {
     /// The slot to create a BackupJob for now, if any. The caller creates
     /// [`crate::backup_job_name`]`(plan, due)` (an AlreadyExists answer means another replica or
-    /// an earlier attempt did it) and then records `due` as the last slot.
+    /// an earlier attempt did it) and then stores [`SlotDecision::record`].
     pub due: Option<DateTime<Utc>>,
     /// Missed slots that will never run, if any (for one Event).
     pub skipped: Option<Skipped>,
     /// The first slot after now (for `status.nextScheduleTime` and the requeue); `None` when
     /// the schedule has no activation within five years.
     pub next: Option<DateTime<Utc>>,
+    /// The slot to store as the Plan's last slot once the BackupJob exists (or, with nothing
+    /// due, once the skip is reported): `due`, else the newest skipped slot; `None` means
+    /// leave the stored value alone. Storing the newest skipped slot too is what makes a skip
+    /// reported once instead of at every evaluation.
+    pub record: Option<DateTime<Utc>>,
 }
 
 /// Missed slots that are given up.
@@ -128,6 +134,7 @@ impl Schedule {
                 due: None,
                 skipped: None,
                 next: grid.first_after(now.max(horizon)).and_then(instant),
+                record: None,
             };
         };
         let (due, skipped_bound) = if newest > window {
@@ -143,10 +150,12 @@ impl Schedule {
                 newest: instant(latest)?,
             })
         });
+        let due = due.and_then(instant);
         SlotDecision {
-            due: due.and_then(instant),
+            due,
             skipped,
             next: grid.first_after(now).and_then(instant),
+            record: due.or(skipped.map(|s| s.newest)),
         }
     }
 
