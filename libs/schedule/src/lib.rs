@@ -21,6 +21,26 @@
 //! documentation). Where this crate deliberately differs from upstream (stricter parsing of
 //! nonsense, the catch-up rule, long names) is listed in `docs/plans.md`.
 //!
+//! ```
+//! use chrono::{DateTime, Utc};
+//! use schedule::chrono_tz::UTC;
+//! use schedule::{DEFAULT_STARTING_DEADLINE, Evaluation, Schedule, backup_job_name};
+//!
+//! let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+//! let nightly = Schedule::parse("CRON_TZ=Europe/Berlin 0 2 * * *", UTC).unwrap();
+//! let decision = nightly.decide(&Evaluation {
+//!     now: at("2024-01-01T01:00:30Z"),
+//!     created: at("2023-12-01T00:00:00Z"),
+//!     last_slot: Some(at("2023-12-31T01:00:00Z")),
+//!     starting_deadline: DEFAULT_STARTING_DEADLINE,
+//! });
+//! let slot = decision.due.unwrap();
+//! assert_eq!(slot, at("2024-01-01T01:00:00Z")); // 02:00 in Berlin
+//! assert_eq!(backup_job_name("nightly", slot), "nightly-28401180");
+//! assert_eq!(decision.next, Some(at("2024-01-02T01:00:00Z")));
+//! assert_eq!(decision.skipped, None);
+//! ```
+//!
 //! Invariants: no I/O, no clock reads, no Kubernetes types; every function is deterministic in
 //! its inputs, which is what lets several replicas agree on a slot without talking.
 
