@@ -6,9 +6,15 @@
 //!  status     the job status transitions every driver makes (fail, wait, start, running, success)
 //!  cnpg       CloudNativePG + barman-cloud: names, bodies, phases, snapshot, catalog fields
 //!  catalog    the Backup catalog entry in upstream's common shape
+//!  foundationdb  FoundationDBBackup: one running backup per cluster, readiness, catalog fields
+//!  velero     Velero Backup of VMInstance/VMDisk apps: VM resources, failure details, catalog fields
+//!  mongodb    PerconaServerMongoDBBackup: precondition, states, catalog fields
 //! ```
 
 pub mod catalog;
 pub mod cnpg;
+pub mod foundationdb;
+pub mod mongodb;
 pub mod status;
 pub mod template;
+pub mod velero;
