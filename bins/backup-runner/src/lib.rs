@@ -7,7 +7,9 @@
 //!  BackupClass ─► jobs naming it ────────────┤
 //!  strategy CRs ─► jobs waiting for them ────┼──► BackupJob controller (every replica; one replica per job
 //!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
-//!  cnpg Cluster ─► jobs of its application ──┘
+//!  Velero/FDB/psmdb backups (owned-by) ─► job ┤
+//!  cnpg Cluster ─► jobs of its application ──┤
+//!  FDB/psmdb clusters, MongoDB apps ─► jobs ──┘
 //!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
 //! ```
 //!
@@ -73,6 +75,9 @@ enum Route {
     OwnedBy,
     /// A cnpg Cluster `postgres-<app>`: the jobs of that application.
     CnpgCluster,
+    /// An object named `<prefix><app>` (an operator's cluster, or the application itself with an
+    /// empty prefix): the jobs of that application in its namespace.
+    AppPrefix(&'static str),
     /// Not routed (read only).
     None,
 }
@@ -104,6 +109,48 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
             erase::<t::apps::Postgres>(),
             None,
             Route::None,
+        ),
+        (
+            drivers::velero::BACKUPS,
+            erase::<t::velero::Backup>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::foundationdb::CLUSTERS,
+            erase::<t::fdb::FoundationDBCluster>(),
+            None,
+            Route::AppPrefix(::drivers::foundationdb::CLUSTER_PREFIX),
+        ),
+        (
+            drivers::foundationdb::BACKUPS,
+            erase::<t::fdb::FoundationDBBackup>(),
+            None,
+            Route::OwnedBy,
+        ),
+        (
+            drivers::foundationdb::APPS,
+            erase::<t::apps::FoundationDB>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::mongodb::CLUSTERS,
+            erase::<t::percona::PerconaServerMongoDB>(),
+            None,
+            Route::AppPrefix(::drivers::mongodb::CLUSTER_PREFIX),
+        ),
+        (
+            drivers::mongodb::BACKUPS,
+            erase::<t::percona::PerconaServerMongoDBBackup>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::mongodb::APPS,
+            erase::<t::apps::MongoDB>(),
+            None,
+            Route::AppPrefix(""),
         ),
     ]
 }
@@ -225,6 +272,17 @@ fn route_events(
             move |o: DynamicObject| {
                 let ns = o.namespace().unwrap_or_default();
                 match o.name_any().strip_prefix("postgres-") {
+                    Some(app) => controller::jobs_of_app(&jobs, &ns, app),
+                    None => Vec::new(),
+                }
+            },
+            resource,
+        ),
+        Route::AppPrefix(prefix) => controller.watches_stream_with(
+            events,
+            move |o: DynamicObject| {
+                let ns = o.namespace().unwrap_or_default();
+                match o.name_any().strip_prefix(prefix) {
                     Some(app) => controller::jobs_of_app(&jobs, &ns, app),
                     None => Vec::new(),
                 }

@@ -4,6 +4,7 @@
 //! ```text
 //!  loop (at most MAX_STEPS per reconcile):
 //!    observe (caches) ─► decide (pure) ─► Step::Apply/Create ─► write, observe again
+//!                                        Step::CreateAnnounced ─► the same, with Events on the job
 //!                                        Step::Status        ─► write the job's status, stop
 //!                                        Step::Complete      ─► create the catalog Backup, write success, stop
 //!                                        Step::Idle          ─► stop (an event or the deadline wakes it)
@@ -14,6 +15,9 @@
 //! lost lease) and the next one continues from what the cluster shows.
 
 pub mod cnpg;
+pub mod foundationdb;
+pub mod mongodb;
+pub mod velero;
 
 use std::time::Duration;
 
@@ -198,6 +202,25 @@ pub enum Step {
         /// Message prefix of the failure.
         on_error: &'static str,
     },
+    /// A [`Step::Create`] announced with Events on the job (Velero's `VeleroBackupCreated` /
+    /// `VeleroBackupCreationFailed`): `created` (Normal) once the object was created, `failed`
+    /// (Warning, `<note>: <error>`) whenever the create fails.
+    CreateAnnounced {
+        /// Cache label of the kind.
+        label: &'static str,
+        /// Where to create it.
+        namespace: String,
+        /// The create body.
+        body: Json,
+        /// Labels identifying "the one" object.
+        selector: Vec<(String, String)>,
+        /// Message prefix of the failure.
+        on_error: &'static str,
+        /// Reason and note of the Normal Event.
+        created: (&'static str, String),
+        /// Reason and note prefix of the Warning Event.
+        failed: (&'static str, String),
+    },
     /// JSON-merge-patch an object of cache `label` (e.g. stop another FoundationDBBackup), then
     /// continue; NotFound counts as done; a refusal fails the job with `<on_error>: <error>`.
     Patch {
@@ -228,6 +251,9 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
     for _ in 0..MAX_STEPS {
         let step = match kind {
             "CNPG" => cnpg::step(ctx, run),
+            "FoundationDB" => foundationdb::step(ctx, run).await?,
+            "Velero" => velero::step(ctx, run).await?,
+            "MongoDB" => mongodb::step(ctx, run),
             other => run.fail(format!(
                 "strategy Kind {other:?} is not implemented by this runner yet"
             )),
@@ -271,28 +297,37 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
             }
             Step::Create {
                 label,
-                namespace: ns,
+                namespace,
                 body,
                 selector,
                 on_error,
             } => {
-                let resource = ctx.caches.resource(label);
-                let sel: Vec<(&str, &str)> = selector
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                if ctx.list_fresh(&resource, &ns, &sel).await?.is_empty() {
-                    let created = match ctx.create(&resource, &body).await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let e = api_err("create", format!("{} in {ns}", resource.kind))(e);
-                            return refused(ctx, run, on_error, e).await;
-                        }
-                    };
-                    tracing::info!(job = %format!("{ns}/{}", run.name()), kind = %resource.kind, name = %created.name_any(), "created");
-                }
-                // The cache may lag behind our create: the next pass is driven by its watch event.
-                return Ok(Action::await_change());
+                let create = Create {
+                    label,
+                    namespace,
+                    body,
+                    selector,
+                    on_error,
+                };
+                return create_once(ctx, run, create, None).await;
+            }
+            Step::CreateAnnounced {
+                label,
+                namespace,
+                body,
+                selector,
+                on_error,
+                created,
+                failed,
+            } => {
+                let create = Create {
+                    label,
+                    namespace,
+                    body,
+                    selector,
+                    on_error,
+                };
+                return create_once(ctx, run, create, Some((created, failed))).await;
             }
             Step::Status { status, recheck } => {
                 write_status(ctx, run, status).await?;
@@ -300,7 +335,11 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
             }
             Step::Complete { backup, status } => {
                 if let Err(e) = create_catalog_entry(ctx, run, &backup).await {
-                    return refused(ctx, run, "failed to create Backup artifact", e).await;
+                    let prefix = match run.resolved.strategy_ref.kind.as_str() {
+                        "Velero" => drivers::velero::CATALOG_FAILED,
+                        _ => "failed to create Backup artifact",
+                    };
+                    return refused(ctx, run, prefix, e).await;
                 }
                 write_status(ctx, run, status).await?;
                 crate::metrics::succeeded(run.job, &run.resolved.strategy_ref.kind, &run.now);
@@ -310,6 +349,60 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
         }
     }
     Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// The fields of a [`Step::Create`].
+struct Create {
+    label: &'static str,
+    namespace: String,
+    body: Json,
+    selector: Vec<(String, String)>,
+    on_error: &'static str,
+}
+
+/// Creates the object of a create step unless one with its labels exists (checked fresh), with the
+/// optional Events `(created, failed)` of [`Step::CreateAnnounced`].
+async fn create_once(
+    ctx: &Context,
+    run: &mut Run<'_>,
+    c: Create,
+    announce: Option<((&'static str, String), (&'static str, String))>,
+) -> Result<Action, Error> {
+    let resource = ctx.caches.resource(c.label);
+    let ns = &c.namespace;
+    let sel: Vec<(&str, &str)> = c
+        .selector
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if ctx.list_fresh(&resource, ns, &sel).await?.is_empty() {
+        let created = match ctx.create(&resource, &c.body).await {
+            Ok(created) => created,
+            Err(e) => {
+                if let Some((_, (reason, note))) = &announce {
+                    let detail = match &e {
+                        kube::Error::Api(s) => s.message.clone(),
+                        other => other.to_string(),
+                    };
+                    ctx.event(
+                        run.job,
+                        EventType::Warning,
+                        reason,
+                        &format!("{note}: {detail}"),
+                    )
+                    .await;
+                }
+                let e = api_err("create", format!("{} in {ns}", resource.kind))(e);
+                return refused(ctx, run, c.on_error, e).await;
+            }
+        };
+        tracing::info!(job = %format!("{}/{}", run.namespace(), run.name()), kind = %resource.kind, name = %created.name_any(), "created");
+        if let Some(((reason, note), _)) = &announce {
+            ctx.event(run.job, EventType::Normal, reason, note).await;
+        }
+    }
+    // The cache may lag behind our create: the next pass is driven by its watch event.
+    Ok(Action::await_change())
 }
 
 /// An API error of a driver write: a refusal (4xx other than conflict/throttling) fails the job
