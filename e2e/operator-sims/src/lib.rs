@@ -11,7 +11,11 @@
 //!     ├─ cosi:   Bucket ─► BucketClaim bucket-<name> ─(delay)─► bucket created, status.bucketName
 //!     │          Bucket + bound claim ─► Secret bucket-<name>-<user>-credentials (real keys and the
 //!     │                                   HTTPS endpoint as a bare host), like the bucket chart
-//!     ├─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists
+//!     ├─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists;
+//!     │          Backup ─► InProgress ─► DataUploads per selected PVC ─► Completed/PartiallyFailed/Failed;
+//!     │          DeleteBackupRequest ─► Backup deleted
+//!     ├─ fdb:    FoundationDBCluster health; FoundationDBBackup ─► running ─► restorable snapshot
+//!     ├─ psmdb:  PerconaServerMongoDB ready; PerconaServerMongoDBBackup ─► requested ─► running ─► ready
 //!     ├─ flux:   Postgres app ─► HelmRelease postgres-<name> ─► Cluster/ObjectStore/Secrets as the
 //!     │          Cozystack Postgres chart renders them (suspend, requestedAt/forceAt honoured)
 //!     └─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
@@ -29,8 +33,10 @@ pub mod cache;
 pub mod cnpg;
 pub mod cosi;
 pub mod flux;
+pub mod foundationdb;
 pub mod pg;
 pub mod podlog;
+pub mod psmdb;
 pub mod s3;
 pub mod velero;
 
@@ -45,7 +51,7 @@ use kube::api::{Api, PostParams};
 pub enum Sim {
     /// COSI provisioner plus the bucket application chart (BucketClaim, credentials Secret).
     Cosi,
-    /// Velero's BackupStorageLocation validation.
+    /// Velero: BackupStorageLocation validation, Backups with DataUploads, DeleteBackupRequests.
     Velero,
     /// The S3 object store (not an operator: the server the COSI buckets live in).
     S3,
@@ -53,18 +59,32 @@ pub enum Sim {
     Cnpg,
     /// Flux helm-controller (and cozystack-api) for Postgres applications.
     Flux,
+    /// The FoundationDB operator: cluster health and FoundationDBBackup progress.
+    Fdb,
+    /// The Percona Server for MongoDB operator: PerconaServerMongoDBBackup states.
+    Psmdb,
 }
 
 impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        use api::thirdparty::{apps, barman, cnpg, cosi, flux, permissive_crd, velero};
+        use api::thirdparty::{
+            apps, barman, cnpg, cosi, fdb, flux, percona, permissive_crd, velero,
+        };
         match self {
             Sim::Cosi => vec![
                 permissive_crd::<cosi::BucketClaim>(true),
                 permissive_crd::<apps::Bucket>(true),
             ],
-            Sim::Velero => vec![permissive_crd::<velero::BackupStorageLocation>(true)],
+            Sim::Velero => vec![
+                permissive_crd::<velero::BackupStorageLocation>(true),
+                permissive_crd::<velero::Backup>(true),
+                permissive_crd::<velero::v2alpha1::DataUpload>(true),
+                permissive_crd::<velero::DeleteBackupRequest>(true),
+                // The applications whose labels backups select (served by cozystack-api).
+                permissive_crd::<apps::VMInstance>(true),
+                permissive_crd::<apps::VMDisk>(true),
+            ],
             Sim::S3 => vec![],
             Sim::Cnpg => vec![
                 permissive_crd::<cnpg::Cluster>(true),
@@ -77,6 +97,18 @@ impl Sim {
                 // The rendered kinds, so that Flux alone can apply them.
                 permissive_crd::<cnpg::Cluster>(true),
                 permissive_crd::<barman::ObjectStore>(true),
+            ],
+            Sim::Fdb => vec![
+                permissive_crd::<fdb::FoundationDBCluster>(true),
+                permissive_crd::<fdb::FoundationDBBackup>(true),
+                permissive_crd::<fdb::FoundationDBRestore>(true),
+                permissive_crd::<apps::FoundationDB>(true),
+            ],
+            Sim::Psmdb => vec![
+                permissive_crd::<percona::PerconaServerMongoDB>(true),
+                permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
+                permissive_crd::<percona::PerconaServerMongoDBRestore>(true),
+                permissive_crd::<apps::MongoDB>(true),
             ],
         }
     }
@@ -237,6 +269,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Sim::Flux => {
                 tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
             }
+            Sim::Fdb => {
+                tasks.spawn(foundationdb::run(client.clone(), daemon.readiness.clone()));
+            }
+            Sim::Psmdb => {
+                tasks.spawn(psmdb::run(client.clone(), daemon.readiness.clone()));
+            }
         }
     }
     let shutdown = daemon.shutdown.clone();
@@ -321,7 +359,37 @@ mod tests {
                 "buckets.apps.cozystack.io"
             ]
         );
-        assert_eq!(names(Sim::Velero), ["backupstoragelocations.velero.io"]);
+        assert_eq!(
+            names(Sim::Velero),
+            [
+                "backupstoragelocations.velero.io",
+                "backups.velero.io",
+                "datauploads.velero.io",
+                "deletebackuprequests.velero.io",
+                "vminstances.apps.cozystack.io",
+                "vmdisks.apps.cozystack.io"
+            ]
+        );
+        assert_eq!(
+            names(Sim::Fdb),
+            [
+                "foundationdbclusters.apps.foundationdb.org",
+                "foundationdbbackups.apps.foundationdb.org",
+                "foundationdbrestores.apps.foundationdb.org",
+                "foundationdbs.apps.cozystack.io"
+            ]
+        );
+        assert_eq!(
+            names(Sim::Psmdb),
+            [
+                "perconaservermongodbs.psmdb.percona.com",
+                "perconaservermongodbbackups.psmdb.percona.com",
+                "perconaservermongodbrestores.psmdb.percona.com",
+                "mongodbs.apps.cozystack.io"
+            ]
+        );
+        let args = Args::parse_from(["operator-sims", "--sims=fdb,psmdb,velero"]);
+        assert_eq!(args.sims, [Sim::Fdb, Sim::Psmdb, Sim::Velero]);
         assert_eq!(
             names(Sim::Cnpg),
             [
