@@ -1,0 +1,329 @@
+//! Shared by the end-to-end tests of the drivers whose operators are simulated (FoundationDB,
+//! Velero, MongoDB): the emulator, the selected `operator-sims`, the real `credentials-projector`
+//! (projecting `cozy-backups-creds` from the platform bucket's Secret, as upstream does before every
+//! dispatch) and the real `backup-runner`; helpers for strategies, routes, jobs, annotations,
+//! Events and the catalog.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use api::backups::{BackupClass, BackupJob};
+use harness::dataplane::apply;
+use harness::{Admin, DaemonSpec, Harness, eventually_within};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+
+/// The tenant namespace of every test.
+pub(crate) const TENANT: &str = "tenant-acme";
+/// How long a test waits for an outcome (the runner reacts to events within a second; the longest
+/// waits are the short backup deadlines the tests set).
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
+
+fn bin(name: &str) -> PathBuf {
+    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The platform of one test.
+pub(crate) struct Platform {
+    /// The harness (emulator and daemons).
+    pub(crate) h: Harness,
+    /// The runner's admin endpoint.
+    pub(crate) runner: Admin,
+}
+
+/// The credentials projector as the platform runs it.
+pub(crate) fn projector() -> DaemonSpec {
+    DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+        "--source-namespace=tenant-root",
+        "--source-name=bucket-cozy-backups-system-credentials",
+        "--endpoint=http://seaweedfs-s3.tenant-root.svc:8333",
+        "--region=us-east-1",
+        "--force-path-style=true",
+        "--system-namespaces=cozy-velero",
+    ])
+}
+
+impl Platform {
+    /// Starts the emulator, `operator-sims --sims=<sims>`, the projector and the runner (with
+    /// `--projection-grace=1s` and `runner_args`).
+    pub(crate) async fn start(sims: &str, runner_args: &[&str]) -> Platform {
+        let mut h = Harness::start().await.unwrap();
+        h.create_namespaces(&["tenant-root", "cozy-velero", TENANT])
+            .await
+            .unwrap();
+        h.create(
+            "tenant-root",
+            &api::test_util::source_secret(
+                "bucket-cozy-backups-system-credentials",
+                "tenant-root",
+                &[
+                    ("accessKey", "AKTESTACCESSKEY00001"),
+                    ("secretKey", "sEcReTkEyNoBodyMaySeeInALogOrEvent0001"),
+                    ("endpoint", "s3.example.com"),
+                    ("bucketName", "bucket-cozy-backups"),
+                ],
+            ),
+        )
+        .await;
+        h.spawn_ready(
+            DaemonSpec::new("operator-sims", bin("operator-sims")).args([format!("--sims={sims}")]),
+            WAIT,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(projector(), WAIT).await.unwrap();
+        let mut args = vec!["--projection-grace=1s".to_owned()];
+        args.extend(runner_args.iter().map(|a| (*a).to_owned()));
+        let runner = h
+            .spawn_ready(
+                DaemonSpec::new("backup-runner", bin("backup-runner")).args(args),
+                WAIT,
+            )
+            .await
+            .unwrap()
+            .admin()
+            .await
+            .unwrap();
+        Platform { h, runner }
+    }
+
+    /// A dynamic API of `resource` in `namespace` (or cluster-wide).
+    pub(crate) fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.h.client(), ns, resource),
+            None => Api::all_with(self.h.client(), resource),
+        }
+    }
+
+    /// Server-side applies `body` (its namespace, if any, from the body).
+    pub(crate) async fn apply(&self, resource: &ApiResource, body: Value) -> DynamicObject {
+        let ns = body["metadata"]["namespace"].as_str().map(str::to_owned);
+        apply(&self.api(resource, ns.as_deref()), body).await
+    }
+
+    /// The object as JSON, if it exists.
+    pub(crate) async fn get(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        self.api(resource, namespace)
+            .get_opt(name)
+            .await
+            .unwrap()
+            .map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    /// Every object of `resource` in `namespace`, as JSON.
+    pub(crate) async fn list(&self, resource: &ApiResource, namespace: &str) -> Vec<Value> {
+        self.api(resource, Some(namespace))
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect()
+    }
+
+    /// Sets (or, with `None`, removes) an annotation.
+    pub(crate) async fn annotate(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) {
+        self.api(resource, Some(namespace))
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// A strategy CR of `kind` named `name` with this template.
+    pub(crate) async fn strategy(&self, resource: &ApiResource, name: &str, template: Value) {
+        self.apply(
+            resource,
+            json!({"apiVersion": "strategy.backups.cozystack.io/v1alpha1", "kind": resource.kind,
+                   "metadata": {"name": name}, "spec": {"template": template}}),
+        )
+        .await;
+    }
+
+    /// A BackupClass routing `app_kind` to the platform strategy `strategy_kind`/`strategy`.
+    pub(crate) async fn class(
+        &self,
+        name: &str,
+        app_kind: &str,
+        strategy_kind: &str,
+        strategy: &str,
+        parameters: &[(&str, &str)],
+    ) {
+        let class = BackupClass::test(name)
+            .route_to(
+                app_kind,
+                api::contract::groups::STRATEGY,
+                strategy_kind,
+                strategy,
+                parameters,
+            )
+            .build();
+        self.h.create_cluster(&class).await;
+    }
+
+    /// Creates BackupJob `name` for `kind`/`app` through `class` in the tenant namespace.
+    pub(crate) async fn job(&self, name: &str, kind: &str, app: &str, class: &str) {
+        let job = BackupJob::test(name)
+            .for_app(kind, app)
+            .class(class)
+            .build();
+        self.h.create(TENANT, &job).await;
+    }
+
+    /// The tenant's BackupJobs.
+    pub(crate) fn jobs(&self) -> Api<BackupJob> {
+        Api::namespaced(self.h.client(), TENANT)
+    }
+
+    /// Waits for the job's `Ready` condition to have `reason` (any phase).
+    pub(crate) async fn reason(&self, name: &str, reason: &str) -> BackupJob {
+        eventually_within(
+            &format!("BackupJob {name} Ready reason {reason}"),
+            WAIT,
+            || async {
+                let j = self.jobs().get_opt(name).await.ok()??;
+                let r = ready(&j)?.reason;
+                (r == reason).then_some(j)
+            },
+        )
+        .await
+    }
+
+    /// Waits for a terminal phase.
+    pub(crate) async fn terminal(&self, name: &str) -> BackupJob {
+        eventually_within(&format!("BackupJob {name} terminal"), WAIT, || async {
+            let j = self.jobs().get_opt(name).await.ok()??;
+            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
+        })
+        .await
+    }
+
+    /// Waits for `Succeeded`, panicking with the job's status if it failed.
+    pub(crate) async fn succeeded(&self, name: &str) -> BackupJob {
+        let job = self.terminal(name).await;
+        let status = job.status.clone().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+        job
+    }
+
+    /// Waits for `Failed` and returns the job's message.
+    pub(crate) async fn failed(&self, name: &str) -> String {
+        let job = self.terminal(name).await;
+        let status = job.status.clone().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Failed"), "{status:?}");
+        status.message.unwrap_or_default()
+    }
+
+    /// The catalog Backup `name`: `metadata` reduced to name and namespace (after asserting it has
+    /// no ownerReferences and no labels), `spec` and `status` whole.
+    pub(crate) async fn catalog(&self, name: &str) -> Value {
+        let backup: api::backups::Backup = Api::namespaced(self.h.client(), TENANT)
+            .get(name)
+            .await
+            .unwrap();
+        assert!(
+            backup.metadata.owner_references.is_none(),
+            "a Backup outlives its job"
+        );
+        assert!(backup.metadata.labels.is_none(), "a Backup has no labels");
+        let mut v = serde_json::to_value(&backup).unwrap();
+        v["metadata"] =
+            json!({"name": backup.metadata.name, "namespace": backup.metadata.namespace});
+        v
+    }
+
+    /// The Events about the job `(type, reason, note)`, oldest first.
+    pub(crate) async fn events(&self, job: &str) -> Vec<(String, String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.h.client(), TENANT);
+        let mut events: Vec<_> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(job))
+            .collect();
+        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits for an Event about the job with `reason`, returning its note.
+    pub(crate) async fn event(&self, job: &str, reason: &str) -> String {
+        eventually_within(&format!("Event {reason} on {job}"), WAIT, || async {
+            self.events(job)
+                .await
+                .into_iter()
+                .find(|(_, r, _)| r == reason)
+                .map(|(_, _, note)| note)
+        })
+        .await
+    }
+
+    /// Asserts that no credential of the platform bucket reached the runner's log, the job's
+    /// Events or the metrics.
+    pub(crate) async fn assert_no_leaks(&mut self, job: &str) {
+        let events = format!("{:?}", self.events(job).await);
+        let log = self.h.daemon("backup-runner").unwrap().log();
+        harness::leak::assert_no_leaks(
+            &[
+                ("runner log", &log),
+                ("events", &events),
+                ("metrics", self.runner.metrics().text()),
+            ],
+            &[
+                "sEcReTkEyNoBodyMaySeeInALogOrEvent0001",
+                "AKTESTACCESSKEY00001",
+            ],
+        );
+    }
+}
+
+/// The job's `Ready` condition.
+pub(crate) fn ready(job: &BackupJob) -> Option<api::Condition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .cloned()
+}
+
+/// The job's `Ready` condition `(reason, message)`.
+pub(crate) fn ready_of(job: &BackupJob) -> (String, String) {
+    let c = ready(job).expect("a Ready condition");
+    (c.reason, c.message)
+}
+
+/// An RFC 3339 time of the job's status.
+pub(crate) fn time(t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> String {
+    t.as_ref().expect("a time").0.to_string()
+}
