@@ -375,24 +375,38 @@ async fn create_once(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if ctx.list_fresh(&resource, ns, &sel).await?.is_empty() {
+    let failed = |e: &Error| {
+        let detail = match e {
+            Error::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => s.message.clone(),
+            Error::Api { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        announce
+            .as_ref()
+            .map(|(_, (reason, note))| (*reason, format!("{note}: {detail}")))
+    };
+    // A refused list (e.g. a job name too long for a label value) fails the job like a refused
+    // create would, instead of retrying forever.
+    let existing = match ctx.list_fresh(&resource, ns, &sel).await {
+        Ok(existing) => existing,
+        Err(e) => {
+            if let Some((reason, note)) = failed(&e) {
+                ctx.event(run.job, EventType::Warning, reason, &note).await;
+            }
+            return refused(ctx, run, c.on_error, e).await;
+        }
+    };
+    if existing.is_empty() {
         let created = match ctx.create(&resource, &c.body).await {
             Ok(created) => created,
             Err(e) => {
-                if let Some((_, (reason, note))) = &announce {
-                    let detail = match &e {
-                        kube::Error::Api(s) => s.message.clone(),
-                        other => other.to_string(),
-                    };
-                    ctx.event(
-                        run.job,
-                        EventType::Warning,
-                        reason,
-                        &format!("{note}: {detail}"),
-                    )
-                    .await;
-                }
                 let e = api_err("create", format!("{} in {ns}", resource.kind))(e);
+                if let Some((reason, note)) = failed(&e) {
+                    ctx.event(run.job, EventType::Warning, reason, &note).await;
+                }
                 return refused(ctx, run, c.on_error, e).await;
             }
         };

@@ -47,13 +47,21 @@ pub(crate) fn projector() -> DaemonSpec {
 }
 
 impl Platform {
-    /// Starts the emulator, `operator-sims --sims=<sims>`, the projector and the runner (with
-    /// `--projection-grace=1s` and `runner_args`).
+    /// Starts the emulator (namespaces `tenant-root`, `cozy-velero` and the tenant's),
+    /// `operator-sims --sims=<sims>`, the projector and the runner (with `--projection-grace=1s`
+    /// and `runner_args`).
     pub(crate) async fn start(sims: &str, runner_args: &[&str]) -> Platform {
+        Self::start_in(&["tenant-root", "cozy-velero", TENANT], sims, runner_args).await
+    }
+
+    /// [`Platform::start`] with only these namespaces (`tenant-root` and the tenant's among them).
+    pub(crate) async fn start_in(
+        namespaces: &[&str],
+        sims: &str,
+        runner_args: &[&str],
+    ) -> Platform {
         let mut h = Harness::start().await.unwrap();
-        h.create_namespaces(&["tenant-root", "cozy-velero", TENANT])
-            .await
-            .unwrap();
+        h.create_namespaces(namespaces).await.unwrap();
         h.create(
             "tenant-root",
             &api::test_util::source_secret(
@@ -91,7 +99,11 @@ impl Platform {
     }
 
     /// A dynamic API of `resource` in `namespace` (or cluster-wide).
-    pub(crate) fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    pub(crate) fn api(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
         match namespace {
             Some(ns) => Api::namespaced_with(self.h.client(), ns, resource),
             None => Api::all_with(self.h.client(), resource),
