@@ -360,13 +360,16 @@ struct Create {
     on_error: &'static str,
 }
 
+/// An Event `(reason, note)`.
+type Announcement = (&'static str, String);
+
 /// Creates the object of a create step unless one with its labels exists (checked fresh), with the
 /// optional Events `(created, failed)` of [`Step::CreateAnnounced`].
 async fn create_once(
     ctx: &Context,
     run: &mut Run<'_>,
     c: Create,
-    announce: Option<((&'static str, String), (&'static str, String))>,
+    announce: Option<(Announcement, Announcement)>,
 ) -> Result<Action, Error> {
     let resource = ctx.caches.resource(c.label);
     let ns = &c.namespace;
