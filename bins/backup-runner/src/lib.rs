@@ -9,11 +9,12 @@
 //!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
 //!  cnpg Cluster ─► jobs of its application ──┘
 //!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
+//!  Plan ────────────────────────────────────────► Plan controller (leader only): BackupJobs per slot
 //! ```
 //!
 //! Modules: [`pipeline`] (the gate before any driver, pure), [`drivers`] (one module per strategy
 //! kind: pure decisions over the caches + the executor), [`controller`] (reconcile, leases,
-//! fencing), [`catalog`] (the Backup finalizer), [`context`] (caches and writes), [`events`],
+//! fencing), [`catalog`] (the Backup finalizer), [`plans`] (Plan schedules), [`context`] (caches and writes), [`events`],
 //! [`metrics`], [`args`].
 //!
 //! Invariants: everything is re-derived from the cluster on every reconcile (kill -9 at any instant
@@ -28,10 +29,11 @@ pub mod drivers;
 pub mod events;
 pub mod metrics;
 pub mod pipeline;
+pub mod plans;
 
 use std::sync::Arc;
 
-use api::backups::{Backup, BackupClass, BackupJob};
+use api::backups::{Backup, BackupClass, BackupJob, Plan};
 use api::contract::labels;
 use futures::StreamExt;
 use kube::api::DynamicObject;
@@ -189,10 +191,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             runtime::controller::log_item("backupjobs", &item);
             futures::future::ready(())
         });
+    let plans = plan_controller(client.clone(), leader.clone(), &args, &wctx);
     let catalog = catalog_controller(client, leader, &wctx);
     daemon
         .run(async move {
-            tokio::join!(jobs, catalog);
+            tokio::join!(jobs, catalog, plans);
             Ok(())
         })
         .await
@@ -267,6 +270,42 @@ async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: 
         .run(catalog::reconcile, catalog::error_policy, ctx)
         .for_each(|item| {
             runtime::controller::log_item("backups", &item);
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// The Plan controller; every Plan is re-evaluated when this replica wins leadership.
+async fn plan_controller(
+    client: Client,
+    leader: lease::LeaderElector,
+    args: &Args,
+    wctx: &WatchContext,
+) {
+    let (store, plans) = Watch::<Plan>::new(client.clone()).reflect(wctx);
+    let leadership = tokio_stream_of(leader.subscribe());
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: COMPONENT.into(),
+            instance: Some(args.lease.identity()),
+        },
+    );
+    let ctx = Arc::new(plans::Context {
+        client,
+        leader,
+        recorder,
+        metrics: ControllerMetrics::new(COMPONENT, "plans"),
+        backoff: Backoff::default(),
+        zone: args.runner.plan_time_zone,
+        starting_deadline: args.runner.plan_starting_deadline,
+    });
+    Controller::for_stream(plans, store)
+        .reconcile_all_on(leadership)
+        .graceful_shutdown_on(wctx.shutdown.signaled())
+        .run(plans::reconcile, plans::error_policy, ctx)
+        .for_each(|item| {
+            runtime::controller::log_item("plans", &item);
             futures::future::ready(())
         })
         .await;
