@@ -8,6 +8,8 @@ use serde_json::Value;
 pub struct Request {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
     pub verb: String,
+    /// API group ("" for core), from the path.
+    pub group: String,
     /// Plural resource (`backupjobs`).
     pub resource: String,
     /// Namespace, if any.
@@ -28,7 +30,13 @@ impl Request {
     fn parse(line: &str) -> Option<Self> {
         let v: Value = serde_json::from_str(line).ok()?;
         let s = |k: &str| v[k].as_str().map(str::to_owned);
+        let path = s("path").unwrap_or_default();
+        let group = match path.strip_prefix("/apis/") {
+            Some(rest) => rest.split('/').next().unwrap_or_default().to_owned(),
+            None => String::new(),
+        };
         Some(Self {
+            group,
             verb: s("verb")?,
             resource: s("resource").unwrap_or_default(),
             namespace: s("namespace"),
@@ -92,6 +100,14 @@ impl Audit {
                 && namespace.is_none_or(|ns| r.namespace.as_deref() == Some(ns))
                 && name.is_none_or(|n| r.name.as_deref() == Some(n))
         })
+    }
+
+    /// Successful, non-dry-run creates of `resource` in API group `group` by clients whose
+    /// User-Agent starts with `user_agent` (every client for "").
+    pub fn creates_by(&self, user_agent: &str, group: &str, resource: &str) -> usize {
+        self.writes(Some("create"), resource, None, None)
+            .filter(|r| r.group == group && r.user_agent.starts_with(user_agent))
+            .count()
     }
 
     /// How many successful writes match (see [`Audit::writes`]).
