@@ -317,6 +317,7 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     for reason in ["BackupRunning", "BackupCreated", "BackupSucceeded"] {
         assert!(described.contains(reason), "{described}");
     }
+    harness::rbac::assert_allowed(&p.h.audit(), "backup-runner");
     let creds = p.h.secret_data(TENANT, "cozy-backups-creds").await.unwrap();
     let log = p.h.daemon("backup-runner").unwrap().log();
     harness::leak::assert_no_leaks(
@@ -530,6 +531,7 @@ async fn kill_9_after_every_write_of_a_backup_repeats_nothing() {
         audit.creates_by("backup-runner/", "backups.cozystack.io", "backups"),
         1
     );
+    harness::rbac::assert_allowed(&audit, "backup-runner");
     // The base backup the catalog names is the one in the bucket.
     let md = catalog[0].spec.driver_metadata.clone().unwrap();
     assert_eq!(md["cnpg.io/backup-name"], cnpg_backups.items[0].name_any());

@@ -245,6 +245,7 @@ async fn due_slots_create_upstreams_job_once_or_are_forbidden() {
     expected.sort();
     assert_eq!(job_names(&h).await, expected);
     assert_eq!(job_creates(&h), 3);
+    harness::rbac::assert_allowed(&h.audit(), "backup-runner");
     let m = admin.metrics();
     assert_eq!(
         [("created", 1.0), ("exists", 1.0), ("forbidden", 1.0)]

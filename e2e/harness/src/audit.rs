@@ -31,14 +31,12 @@ impl Request {
         let v: Value = serde_json::from_str(line).ok()?;
         let s = |k: &str| v[k].as_str().map(str::to_owned);
         let path = s("path").unwrap_or_default();
-        let group = match path.strip_prefix("/apis/") {
-            Some(rest) => rest.split('/').next().unwrap_or_default().to_owned(),
-            None => String::new(),
-        };
+        let (group, from_path) = group_and_resource(&path);
         Some(Self {
             group,
             verb: s("verb")?,
-            resource: s("resource").unwrap_or_default(),
+            // A kind the emulator does not serve has no resource in the log; the path still names it.
+            resource: s("resource").unwrap_or(from_path),
             namespace: s("namespace"),
             name: s("name"),
             subresource: s("subresource"),
@@ -65,6 +63,23 @@ impl Request {
     pub fn is_dry_run(&self) -> bool {
         self.query.contains("dryRun=")
     }
+}
+
+/// `(group, plural)` from an API path: `/apis/<group>/<version>/[namespaces/<ns>/]<plural>/…` or
+/// `/api/v1/…` (core).
+fn group_and_resource(path: &str) -> (String, String) {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        ["api", _version, rest @ ..] => ("", rest),
+        _ => return (String::new(), String::new()),
+    };
+    let resource = match rest {
+        ["namespaces", _ns, plural, ..] => plural,
+        [plural, ..] => plural,
+        [] => &"",
+    };
+    (group.to_owned(), (*resource).to_owned())
 }
 
 /// Parsed audit log.

@@ -29,6 +29,7 @@ mod http;
 mod kubectl;
 pub mod leak;
 mod poll;
+pub mod rbac;
 
 use std::path::{Path, PathBuf};
 
