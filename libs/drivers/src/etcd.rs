@@ -425,6 +425,23 @@ mod tests {
                  "lastTransitionTime": "2026-01-01T00:00:03Z"}]))),
             "b"
         );
+        assert_eq!(
+            failure_message(&s(json!([
+                {"type": "Available", "status": "False", "reason": "Backoff",
+                 "message": "etcdctl exited 1: tls handshake timeout", "lastTransitionTime": "2026-01-01T10:00:00Z"},
+                {"type": "Started", "status": "False", "reason": "Idle", "message": "idle",
+                 "lastTransitionTime": "2026-01-01T10:05:00Z"}]))),
+            "etcdctl exited 1: tls handshake timeout"
+        );
+        assert_eq!(
+            failure_message(&s(json!([
+                {"type": "Started", "status": "True", "reason": "Started", "message": "snapshot in progress",
+                 "lastTransitionTime": "2026-01-01T10:00:00Z"},
+                {"type": "Uploaded", "status": "True", "reason": "Done", "message": "uploaded 20512 bytes",
+                 "lastTransitionTime": "2026-01-01T10:05:00Z"}]))),
+            "uploaded 20512 bytes",
+            "no failure-shaped condition: the latest"
+        );
         assert_eq!(failure_message(&json!({"status": {}})), "");
     }
 

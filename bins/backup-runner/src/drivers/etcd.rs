@@ -201,7 +201,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::drivers::testkit::{Fixture, summary};
+    use crate::drivers::testkit::{Fixture, Summary, summary};
 
     fn available() -> Json {
         json!({"metadata": {"name": "etcd"}, "status": {"conditions": [
@@ -246,7 +246,7 @@ mod tests {
         let running = Some("Running".to_owned());
         let lost = json!({"metadata": {"name": "etcd"}, "status": {"conditions": [
             {"type": "Available", "status": "False", "reason": "QuorumLost", "message": "2 of 3 members down"}]}});
-        let cases: Vec<(&str, Observed, (Option<String>, String, String))> = vec![
+        let cases: Vec<(&str, Observed, Summary)> = vec![
             ("no strategy", Observed { template: None, ..observed() },
              (None, "StrategyNotReady".into(), "Strategy \"default\" referenced by BackupClass \"cozy-default\" is not yet provisioned; the platform may still be initialising backup storage".into())),
             ("no application", Observed { app: None, ..observed() },

@@ -176,7 +176,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::drivers::testkit::{Fixture, summary};
+    use crate::drivers::testkit::{Fixture, Summary, summary};
 
     fn observed() -> Observed {
         Observed {
@@ -213,7 +213,7 @@ mod tests {
         ));
         let started = Fixture::new("MariaDB", "shop", "MariaDB", &[]).started(min(1), None);
         let run = started.run(None);
-        let cases: Vec<(&str, Observed, (Option<String>, String, String))> = vec![
+        let cases: Vec<(&str, Observed, Summary)> = vec![
             (
                 "no strategy",
                 Observed { template: None, ..observed() },

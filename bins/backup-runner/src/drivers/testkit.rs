@@ -104,7 +104,10 @@ pub(crate) fn status_of(step: &Step) -> &BackupJobStatus {
 }
 
 /// `(phase, Ready reason, Ready message)` of a status step.
-pub(crate) fn summary(step: &Step) -> (Option<String>, String, String) {
+pub(crate) type Summary = (Option<String>, String, String);
+
+/// The [`Summary`] of a status step.
+pub(crate) fn summary(step: &Step) -> Summary {
     let s = status_of(step);
     let ready = drivers::status::ready(&s.conditions);
     (
