@@ -30,7 +30,7 @@ pub const BATCH_JOBS: &str = "batch.Job";
 /// The application as found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum App {
-    /// Not looked up (the batch Job exists already).
+    /// Not looked up (the batch Job exists already, or the driver is not that far).
     NotNeeded,
     /// The live object.
     Found(Json),
@@ -67,7 +67,14 @@ pub async fn observe(
         .labelled(BATCH_JOBS, &ns, &wanted)
         .into_iter()
         .find(|j| j["metadata"]["name"] == batch_name.as_str());
-    let app = if batch_job.is_some() {
+    let template = ctx
+        .caches
+        .strategy(kind, &run.resolved.strategy_ref.name)
+        .map(|s| s["spec"]["template"].clone());
+    // The application is needed only to render the Job, which happens after the first pass and
+    // once the strategy exists.
+    let needed = batch_job.is_none() && template.is_some() && run.status.started_at.is_some();
+    let app = if !needed {
         App::NotNeeded
     } else {
         match application(ctx, &ns, run.app).await? {
@@ -76,10 +83,7 @@ pub async fn observe(
         }
     };
     Ok(Observed {
-        template: ctx
-            .caches
-            .strategy(kind, &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+        template,
         batch_job,
         app,
     })
@@ -171,8 +175,11 @@ pub fn decide_batch(
     let ns = run.namespace();
     let name = run.name();
     let Some(batch) = &o.batch_job else {
-        let App::Found(app) = &o.app else {
-            return run.fail(missing_app());
+        let app = match &o.app {
+            App::Found(app) => app,
+            App::Missing => return run.fail(missing_app()),
+            // Not looked up: nothing to decide on yet (observe looks it up when it is needed).
+            App::NotNeeded => return Step::Idle(None),
         };
         let template = o.template.clone().unwrap_or_default();
         let app_name = &run.job.spec.application_ref.name;
