@@ -7,7 +7,11 @@
 //!  BackupClass ─► jobs naming it ────────────┤
 //!  strategy CRs ─► jobs waiting for them ────┼──► BackupJob controller (every replica; one replica per job
 //!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
-//!  cnpg Cluster ─► jobs of its application ──┘
+//!  mariadb Backup, EtcdSnapshot, batch Job   │
+//!     (owned-by labels) ─► its job ──────────┤
+//!  cnpg Cluster, MariaDB mariadb-<app>       │
+//!     ─► jobs of its application ────────────┤
+//!  EtcdCluster ─► Etcd jobs of its namespace ┘
 //!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
 //! ```
 //!
