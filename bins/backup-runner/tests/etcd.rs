@@ -43,7 +43,7 @@ async fn etcd_snapshots_succeed_fail_hang_and_wait_for_quorum() {
         "Etcd",
         "Etcd",
         "cozy-default-etcd",
-        &[("backupDeadline", "3s")],
+        &[("backupDeadline", "8s")],
     )
     .await;
     tenant(&p, "tenant-a", json!({})).await;
@@ -142,7 +142,7 @@ async fn etcd_snapshots_succeed_fail_hang_and_wait_for_quorum() {
     assert_eq!(
         message,
         format!(
-            "etcd-operator.cozystack.io/EtcdSnapshot tenant-c/{} did not reach phase=Complete within 3s (current phase=\"Started\")",
+            "etcd-operator.cozystack.io/EtcdSnapshot tenant-c/{} did not reach phase=Complete within 8s (current phase=\"Started\")",
             stuck.metadata.name.unwrap()
         )
     );

@@ -44,7 +44,7 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
         "MariaDB",
         "MariaDB",
         "cozy-default-mariadb",
-        &[("backupDeadline", "3s")],
+        &[("backupDeadline", "8s")],
     )
     .await;
     database(&p, "shop", json!({})).await;
@@ -126,7 +126,7 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
     // A dump that never finishes ends at the route's backup deadline.
     assert_eq!(
         p.failed(TENANT, "stuck").await,
-        "k8s.mariadb.com Backup did not complete within 3s (Complete=False/JobRunning)"
+        "k8s.mariadb.com Backup did not complete within 8s (Complete=False/JobRunning)"
     );
     // No application: Failed at once, nothing created.
     assert_eq!(
