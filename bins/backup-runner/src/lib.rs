@@ -7,7 +7,11 @@
 //!  BackupClass ─► jobs naming it ────────────┤
 //!  strategy CRs ─► jobs waiting for them ────┼──► BackupJob controller (every replica; one replica per job
 //!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
-//!  cnpg Cluster ─► jobs of its application ──┘
+//!  mariadb Backup, EtcdSnapshot, batch Job   │
+//!     (owned-by labels) ─► its job ──────────┤
+//!  cnpg Cluster, MariaDB mariadb-<app>       │
+//!     ─► jobs of its application ────────────┤
+//!  EtcdCluster ─► Etcd jobs of its namespace ┘
 //!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
 //!  Plan ────────────────────────────────────────► Plan controller (leader only): BackupJobs per slot
 //! ```
@@ -75,6 +79,11 @@ enum Route {
     OwnedBy,
     /// A cnpg Cluster `postgres-<app>`: the jobs of that application.
     CnpgCluster,
+    /// An operator object named `<prefix><app>` (e.g. `mariadb-<app>`): the jobs of that application.
+    NamePrefix(&'static str),
+    /// An object without owned-by labels that the jobs of an application kind wait on (the
+    /// singleton EtcdCluster `etcd`): the jobs of that kind in its namespace.
+    KindInNamespace(&'static str),
     /// Not routed (read only).
     None,
 }
@@ -104,6 +113,54 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
         (
             drivers::cnpg::APPS,
             erase::<t::apps::Postgres>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::mariadb::BACKUPS,
+            erase::<t::mariadb::Backup>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::mariadb::SERVERS,
+            erase::<t::mariadb::MariaDB>(),
+            None,
+            Route::NamePrefix("mariadb-"),
+        ),
+        (
+            drivers::mariadb::APPS,
+            erase::<t::apps::MariaDB>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::etcd::SNAPSHOTS,
+            erase::<t::etcd::EtcdSnapshot>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::etcd::CLUSTERS,
+            erase::<t::etcd::EtcdCluster>(),
+            None,
+            Route::KindInNamespace(::drivers::etcd::APP_KIND),
+        ),
+        (
+            drivers::etcd::APPS,
+            erase::<t::apps::Etcd>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::job::BATCH_JOBS,
+            erase::<k8s_openapi::api::batch::v1::Job>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::altinity::APPS,
+            erase::<t::apps::ClickHouse>(),
             None,
             Route::None,
         ),
@@ -231,6 +288,24 @@ fn route_events(
                     Some(app) => controller::jobs_of_app(&jobs, &ns, app),
                     None => Vec::new(),
                 }
+            },
+            resource,
+        ),
+        Route::NamePrefix(prefix) => controller.watches_stream_with(
+            events,
+            move |o: DynamicObject| {
+                let ns = o.namespace().unwrap_or_default();
+                match o.name_any().strip_prefix(prefix) {
+                    Some(app) => controller::jobs_of_app(&jobs, &ns, app),
+                    None => Vec::new(),
+                }
+            },
+            resource,
+        ),
+        Route::KindInNamespace(kind) => controller.watches_stream_with(
+            events,
+            move |o: DynamicObject| {
+                controller::jobs_of_kind(&jobs, &o.namespace().unwrap_or_default(), kind)
             },
             resource,
         ),

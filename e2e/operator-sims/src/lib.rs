@@ -14,8 +14,11 @@
 //!     ├─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists
 //!     ├─ flux:   Postgres app ─► HelmRelease postgres-<name> ─► Cluster/ObjectStore/Secrets as the
 //!     │          Cozystack Postgres chart renders them (suspend, requestedAt/forceAt honoured)
-//!     └─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
-//!                ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
+//!     ├─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
+//!     │          ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
+//!     ├─ mariadb: mariadb-operator Backup ─► Complete condition (JobRunning ─► JobComplete/JobFailed)
+//!     ├─ etcd:   EtcdCluster ─► Available; EtcdSnapshot ─► Pending ─► Started ─► Complete/Failed
+//!     └─ jobs:   the Job controller: batch/v1 Job ─► started ─► Complete/Failed conditions
 //! ```
 //!
 //! Data flow: each simulator watches its kinds through a `kube::Client` into a [`Cache`] and
@@ -27,8 +30,12 @@
 
 pub mod cache;
 pub mod cnpg;
+pub mod conditions;
 pub mod cosi;
+pub mod etcd;
 pub mod flux;
+pub mod jobs;
+pub mod mariadb;
 pub mod pg;
 pub mod podlog;
 pub mod s3;
@@ -53,12 +60,20 @@ pub enum Sim {
     Cnpg,
     /// Flux helm-controller (and cozystack-api) for Postgres applications.
     Flux,
+    /// mariadb-operator's one-shot logical Backups.
+    Mariadb,
+    /// etcd-operator's EtcdCluster availability and EtcdSnapshots.
+    Etcd,
+    /// The Job controller for batch/v1 Jobs (Job and Altinity strategies).
+    Jobs,
 }
 
 impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        use api::thirdparty::{apps, barman, cnpg, cosi, flux, permissive_crd, velero};
+        use api::thirdparty::{
+            apps, barman, cnpg, cosi, etcd, flux, mariadb, permissive_crd, velero,
+        };
         match self {
             Sim::Cosi => vec![
                 permissive_crd::<cosi::BucketClaim>(true),
@@ -78,6 +93,16 @@ impl Sim {
                 permissive_crd::<cnpg::Cluster>(true),
                 permissive_crd::<barman::ObjectStore>(true),
             ],
+            Sim::Mariadb => vec![
+                permissive_crd::<mariadb::MariaDB>(true),
+                permissive_crd::<mariadb::Backup>(true),
+            ],
+            Sim::Etcd => vec![
+                permissive_crd::<etcd::EtcdCluster>(true),
+                permissive_crd::<etcd::EtcdSnapshot>(true),
+            ],
+            // batch/v1 is built into the API server.
+            Sim::Jobs => vec![],
         }
     }
 }
@@ -237,6 +262,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Sim::Flux => {
                 tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
             }
+            Sim::Mariadb => {
+                tasks.spawn(mariadb::run(client.clone(), daemon.readiness.clone()));
+            }
+            Sim::Etcd => {
+                tasks.spawn(etcd::run(client.clone(), daemon.readiness.clone()));
+            }
+            Sim::Jobs => {
+                tasks.spawn(jobs::run(client.clone(), daemon.readiness.clone()));
+            }
         }
     }
     let shutdown = daemon.shutdown.clone();
@@ -340,5 +374,17 @@ mod tests {
             ]
         );
         assert!(names(Sim::S3).is_empty());
+        assert_eq!(
+            names(Sim::Mariadb),
+            ["mariadbs.k8s.mariadb.com", "backups.k8s.mariadb.com"]
+        );
+        assert_eq!(
+            names(Sim::Etcd),
+            [
+                "etcdclusters.etcd-operator.cozystack.io",
+                "etcdsnapshots.etcd-operator.cozystack.io"
+            ]
+        );
+        assert!(names(Sim::Jobs).is_empty());
     }
 }

@@ -5,10 +5,18 @@
 //!  template   Go text/template rendering of strategy templates (gtmpl + the Sprig helpers in use)
 //!  status     the job status transitions every driver makes (fail, wait, start, running, success)
 //!  cnpg       CloudNativePG + barman-cloud: names, bodies, phases, snapshot, catalog fields
+//!  mariadb    mariadb-operator logical backups: operator Backup body, Complete condition, catalog
+//!  etcd       etcd-operator snapshots: destination, EtcdSnapshot body, phases, catalog
+//!  job        strategies running a batch/v1 Job from a pod template (Job, Altinity)
+//!  altinity   clickhouse-backup: the Job mechanics behind a ClickHouse gate
 //!  catalog    the Backup catalog entry in upstream's common shape
 //! ```
 
+pub mod altinity;
 pub mod catalog;
 pub mod cnpg;
+pub mod etcd;
+pub mod job;
+pub mod mariadb;
 pub mod status;
 pub mod template;
