@@ -114,7 +114,7 @@ async fn altinity_backups_succeed_fail_and_hang() {
             "status": {"phase": "Ready"},
         })
     );
-    p.assert_no_leaks(TENANT, "ok").await;
+    p.assert_clean(TENANT, "ok").await;
 
     assert_eq!(
         p.failed(TENANT, "broken").await,

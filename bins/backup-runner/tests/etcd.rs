@@ -124,7 +124,7 @@ async fn etcd_snapshots_succeed_fail_hang_and_wait_for_quorum() {
             },
         })
     );
-    p.assert_no_leaks("tenant-a", "ok").await;
+    p.assert_clean("tenant-a", "ok").await;
 
     // The operator's failure, with its condition's message.
     let message = p.failed("tenant-b", "broken").await;

@@ -133,7 +133,7 @@ async fn job_strategy_backups_succeed_fail_hang_and_refuse_what_is_missing() {
             "status": {"phase": "Ready"},
         })
     );
-    p.assert_no_leaks(TENANT, "ok").await;
+    p.assert_clean(TENANT, "ok").await;
 
     // The Job controller gives up after the backoff limit: its message is the job's.
     assert_eq!(

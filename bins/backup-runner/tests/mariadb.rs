@@ -115,7 +115,7 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
         })
     );
     assert!(job.status.unwrap().started_at.is_some());
-    p.assert_no_leaks(TENANT, "ok").await;
+    p.assert_clean(TENANT, "ok").await;
 
     // The operator's failure (it marks a failed dump Job Complete=True/JobFailed "Failed").
     assert_eq!(p.failed(TENANT, "broken").await, "Failed");

@@ -39,11 +39,12 @@ pub const DAEMONS: &[DaemonEntry] = &[
     // Simulated third-party operators first: they install the permissive CRDs (BucketClaim,
     // apps.cozystack.io Bucket, velero.io BackupStorageLocation) the other daemons watch.
     // The S3 server (real keys, HTTPS with a dev CA), CNPG over real PostgreSQL and Flux's
-    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane.
+    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane. The MariaDB,
+    // etcd and Job-controller simulators move their backups' status (no data).
     DaemonEntry {
         bin: "operator-sims",
         args: &[
-            "--sims=s3,cosi,velero,cnpg,flux",
+            "--sims=s3,cosi,velero,cnpg,flux,mariadb,etcd,jobs",
             "--cosi-delay-ms=500",
             "--data-dir={dev-dir}/dataplane",
         ],

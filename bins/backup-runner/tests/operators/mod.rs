@@ -248,8 +248,10 @@ impl Platform {
     }
 
     /// No credential value of the projected Secret in `ns` reached the runner's log, the job
-    /// Events (`kubectl describe`) or the metrics.
-    pub async fn assert_no_leaks(&mut self, ns: &str, job: &str) {
+    /// Events (`kubectl describe`) or the metrics; and every API call the runner made is allowed by
+    /// `deploy/backup-runner/rbac.yaml`.
+    pub async fn assert_clean(&mut self, ns: &str, job: &str) {
+        harness::rbac::assert_allowed(&self.h.audit(), "backup-runner");
         let creds = self
             .h
             .secret_data(ns, api::contract::names::CREDENTIALS_SECRET)
