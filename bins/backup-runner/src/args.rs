@@ -39,7 +39,7 @@ pub struct RunnerArgs {
     pub backup_deadline: Duration,
     /// Wait for the credentials projector's `CredentialsProjected` condition before dispatching a
     /// job (set to false only where the strategies need no projected Secret).
-    #[arg(long, env = "REQUIRE_CREDENTIALS_PROJECTION", action = clap::ArgAction::Set, default_value_t = true)]
+    #[arg(long = "require-credentials-projection", env = "REQUIRE_CREDENTIALS_PROJECTION", action = clap::ArgAction::Set, default_value_t = true)]
     pub require_projection: bool,
     /// How long a job waits silently for its first `CredentialsProjected` condition before it
     /// reports `CredentialsProjectionPending` (the projector normally answers within milliseconds).
@@ -49,13 +49,29 @@ pub struct RunnerArgs {
     /// How many BackupJobs are reconciled at once.
     #[arg(long, env = "CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
-    /// Plans: how late a missed schedule slot may still be caught up (one run at most).
-    #[arg(long, env = "PLAN_STARTING_DEADLINE", default_value = "300s", value_parser = runtime::duration::parse)]
+    /// Plans: how late a missed schedule slot may still be caught up (one run at most; older
+    /// missed slots are reported by a `MissedSchedule` Event). Must be positive.
+    #[arg(long, env = "PLAN_STARTING_DEADLINE", default_value = "300s", value_parser = positive_duration)]
     #[serde(serialize_with = "runtime::duration::serialize")]
     pub plan_starting_deadline: Duration,
-    /// Plans: the time zone of schedules without a `CRON_TZ=`/`TZ=` prefix.
-    #[arg(long, env = "PLAN_TIME_ZONE", default_value = "UTC")]
-    pub plan_time_zone: String,
+    /// Plans: the time zone (IANA name) of schedules without a `CRON_TZ=`/`TZ=` prefix.
+    #[arg(long, env = "PLAN_TIME_ZONE", default_value = "UTC", value_parser = schedule::parse_zone)]
+    #[serde(serialize_with = "serialize_zone")]
+    pub plan_time_zone: schedule::chrono_tz::Tz,
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match runtime::duration::parse(s)? {
+        d if d.is_zero() => Err("must be positive (a zero deadline never runs a slot)".into()),
+        d => Ok(d),
+    }
+}
+
+fn serialize_zone<S: serde::Serializer>(
+    zone: &schedule::chrono_tz::Tz,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(zone.name())
 }
 
 #[cfg(test)]
@@ -70,7 +86,20 @@ mod tests {
         assert_eq!(a.runner.backup_deadline, Duration::from_secs(6 * 3600));
         assert_eq!(a.runner.plan_starting_deadline, Duration::from_secs(300));
         assert!(a.runner.require_projection);
-        assert_eq!(a.runner.plan_time_zone, "UTC");
+        assert_eq!(a.runner.plan_time_zone, schedule::chrono_tz::UTC);
         assert!(Args::try_parse_from(["backup-runner", "--backup-deadline", "soon"]).is_err());
+        let err = |args: &[&str]| {
+            Args::try_parse_from([&["backup-runner"], args].concat())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(&["--plan-starting-deadline", "0s"]).contains("must be positive"),
+            "{}",
+            err(&["--plan-starting-deadline", "0s"])
+        );
+        assert!(err(&["--plan-time-zone", "Mars/Olympus"]).contains("unknown time zone"));
+        let a = Args::parse_from(["backup-runner", "--plan-time-zone", "Europe/Berlin"]);
+        assert_eq!(a.runner.plan_time_zone, schedule::chrono_tz::Europe::Berlin);
     }
 }

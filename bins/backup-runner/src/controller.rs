@@ -271,6 +271,24 @@ pub fn jobs_of_app(
         .collect()
 }
 
+/// The non-terminal jobs of `namespace` backing up an application of `kind`.
+pub fn jobs_of_kind(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+    namespace: &str,
+    kind: &str,
+) -> Vec<ObjectRef<BackupJob>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|j| {
+            j.meta().namespace.as_deref() == Some(namespace)
+                && j.spec.application_ref.kind == kind
+                && !is_terminal(j)
+        })
+        .map(|j| ObjectRef::from_obj(j.as_ref()))
+        .collect()
+}
+
 fn is_terminal(job: &BackupJob) -> bool {
     phases::is_terminal(job.status.as_ref().and_then(|s| s.phase.as_deref()))
 }

@@ -7,15 +7,22 @@
 //!  BackupClass ─► jobs naming it ────────────┤
 //!  strategy CRs ─► jobs waiting for them ────┼──► BackupJob controller (every replica; one replica per job
 //!  cnpg Backup (owned-by labels) ─► its job ─┤     through work leases): pipeline gate ─► driver steps
-//!  Velero/FDB/psmdb backups (owned-by) ─► job ┤
-//!  cnpg Cluster ─► jobs of its application ──┤
-//!  FDB/psmdb clusters, MongoDB apps ─► jobs ──┘
+//!  mariadb Backup, EtcdSnapshot, batch Job   │
+//!     (owned-by labels) ─► its job ──────────┤
+//!  cnpg Cluster, MariaDB mariadb-<app>       │
+//!     ─► jobs of its application ────────────┤
+//!  EtcdCluster ─► Etcd jobs of its namespace ┤
+//!  Velero Backup, FoundationDBBackup,        │
+//!     PerconaServerMongoDBBackup ─► its job ─┤
+//!  foundationdb-<app>, mongodb-<app>, MongoDB│
+//!     apps ─► jobs of its application ───────┘
 //!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
+//!  Plan ────────────────────────────────────────► Plan controller (leader only): BackupJobs per slot
 //! ```
 //!
 //! Modules: [`pipeline`] (the gate before any driver, pure), [`drivers`] (one module per strategy
 //! kind: pure decisions over the caches + the executor), [`controller`] (reconcile, leases,
-//! fencing), [`catalog`] (the Backup finalizer), [`context`] (caches and writes), [`events`],
+//! fencing), [`catalog`] (the Backup finalizer), [`plans`] (Plan schedules), [`context`] (caches and writes), [`events`],
 //! [`metrics`], [`args`].
 //!
 //! Invariants: everything is re-derived from the cluster on every reconcile (kill -9 at any instant
@@ -30,10 +37,11 @@ pub mod drivers;
 pub mod events;
 pub mod metrics;
 pub mod pipeline;
+pub mod plans;
 
 use std::sync::Arc;
 
-use api::backups::{Backup, BackupClass, BackupJob};
+use api::backups::{Backup, BackupClass, BackupJob, Plan};
 use api::contract::labels;
 use futures::StreamExt;
 use kube::api::DynamicObject;
@@ -75,9 +83,11 @@ enum Route {
     OwnedBy,
     /// A cnpg Cluster `postgres-<app>`: the jobs of that application.
     CnpgCluster,
-    /// An object named `<prefix><app>` (an operator's cluster, or the application itself with an
-    /// empty prefix): the jobs of that application in its namespace.
-    AppPrefix(&'static str),
+    /// An operator object named `<prefix><app>` (e.g. `mariadb-<app>`): the jobs of that application.
+    NamePrefix(&'static str),
+    /// An object without owned-by labels that the jobs of an application kind wait on (the
+    /// singleton EtcdCluster `etcd`): the jobs of that kind in its namespace.
+    KindInNamespace(&'static str),
     /// Not routed (read only).
     None,
 }
@@ -111,6 +121,54 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
             Route::None,
         ),
         (
+            drivers::mariadb::BACKUPS,
+            erase::<t::mariadb::Backup>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::mariadb::SERVERS,
+            erase::<t::mariadb::MariaDB>(),
+            None,
+            Route::NamePrefix("mariadb-"),
+        ),
+        (
+            drivers::mariadb::APPS,
+            erase::<t::apps::MariaDB>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::etcd::SNAPSHOTS,
+            erase::<t::etcd::EtcdSnapshot>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::etcd::CLUSTERS,
+            erase::<t::etcd::EtcdCluster>(),
+            None,
+            Route::KindInNamespace(::drivers::etcd::APP_KIND),
+        ),
+        (
+            drivers::etcd::APPS,
+            erase::<t::apps::Etcd>(),
+            None,
+            Route::None,
+        ),
+        (
+            drivers::job::BATCH_JOBS,
+            erase::<k8s_openapi::api::batch::v1::Job>(),
+            Some(labels::OWNED_BY_JOB_NAME),
+            Route::OwnedBy,
+        ),
+        (
+            drivers::altinity::APPS,
+            erase::<t::apps::ClickHouse>(),
+            None,
+            Route::None,
+        ),
+        (
             drivers::velero::BACKUPS,
             erase::<t::velero::Backup>(),
             Some(labels::OWNED_BY_JOB_NAME),
@@ -120,7 +178,7 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
             drivers::foundationdb::CLUSTERS,
             erase::<t::fdb::FoundationDBCluster>(),
             None,
-            Route::AppPrefix(::drivers::foundationdb::CLUSTER_PREFIX),
+            Route::NamePrefix(::drivers::foundationdb::CLUSTER_PREFIX),
         ),
         (
             drivers::foundationdb::BACKUPS,
@@ -138,7 +196,7 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
             drivers::mongodb::CLUSTERS,
             erase::<t::percona::PerconaServerMongoDB>(),
             None,
-            Route::AppPrefix(::drivers::mongodb::CLUSTER_PREFIX),
+            Route::NamePrefix(::drivers::mongodb::CLUSTER_PREFIX),
         ),
         (
             drivers::mongodb::BACKUPS,
@@ -150,7 +208,7 @@ fn object_kinds() -> Vec<(&'static str, ApiResource, Option<&'static str>, Route
             drivers::mongodb::APPS,
             erase::<t::apps::MongoDB>(),
             None,
-            Route::AppPrefix(""),
+            Route::NamePrefix(""),
         ),
     ]
 }
@@ -236,10 +294,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             runtime::controller::log_item("backupjobs", &item);
             futures::future::ready(())
         });
+    let plans = plan_controller(client.clone(), leader.clone(), &args, &wctx);
     let catalog = catalog_controller(client, leader, &wctx);
     daemon
         .run(async move {
-            tokio::join!(jobs, catalog);
+            tokio::join!(jobs, catalog, plans);
             Ok(())
         })
         .await
@@ -278,7 +337,7 @@ fn route_events(
             },
             resource,
         ),
-        Route::AppPrefix(prefix) => controller.watches_stream_with(
+        Route::NamePrefix(prefix) => controller.watches_stream_with(
             events,
             move |o: DynamicObject| {
                 let ns = o.namespace().unwrap_or_default();
@@ -286,6 +345,13 @@ fn route_events(
                     Some(app) => controller::jobs_of_app(&jobs, &ns, app),
                     None => Vec::new(),
                 }
+            },
+            resource,
+        ),
+        Route::KindInNamespace(kind) => controller.watches_stream_with(
+            events,
+            move |o: DynamicObject| {
+                controller::jobs_of_kind(&jobs, &o.namespace().unwrap_or_default(), kind)
             },
             resource,
         ),
@@ -325,6 +391,42 @@ async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: 
         .run(catalog::reconcile, catalog::error_policy, ctx)
         .for_each(|item| {
             runtime::controller::log_item("backups", &item);
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// The Plan controller; every Plan is re-evaluated when this replica wins leadership.
+async fn plan_controller(
+    client: Client,
+    leader: lease::LeaderElector,
+    args: &Args,
+    wctx: &WatchContext,
+) {
+    let (store, plans) = Watch::<Plan>::new(client.clone()).reflect(wctx);
+    let leadership = tokio_stream_of(leader.subscribe());
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: COMPONENT.into(),
+            instance: Some(args.lease.identity()),
+        },
+    );
+    let ctx = Arc::new(plans::Context {
+        client,
+        leader,
+        recorder,
+        metrics: ControllerMetrics::new(COMPONENT, "plans"),
+        backoff: Backoff::default(),
+        zone: args.runner.plan_time_zone,
+        starting_deadline: args.runner.plan_starting_deadline,
+    });
+    Controller::for_stream(plans, store)
+        .reconcile_all_on(leadership)
+        .graceful_shutdown_on(wctx.shutdown.signaled())
+        .run(plans::reconcile, plans::error_policy, ctx)
+        .for_each(|item| {
+            runtime::controller::log_item("plans", &item);
             futures::future::ready(())
         })
         .await;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use api::backups::{Backup, BackupJob};
 use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply, psql};
 use harness::{Admin, DaemonSpec, Harness, eventually_within};
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -316,6 +317,7 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     for reason in ["BackupRunning", "BackupCreated", "BackupSucceeded"] {
         assert!(described.contains(reason), "{described}");
     }
+    harness::rbac::assert_allowed(&p.h.audit(), "backup-runner");
     let creds = p.h.secret_data(TENANT, "cozy-backups-creds").await.unwrap();
     let log = p.h.daemon("backup-runner").unwrap().log();
     harness::leak::assert_no_leaks(
@@ -451,4 +453,86 @@ async fn a_failing_backup_and_a_hanging_one_end_failed_at_the_deadline() {
     p.annotate_cluster("operator-sims.cozy-backups.io/hang", None)
         .await;
     p.h.cleanup().await.unwrap();
+}
+
+/// Every write of a CNPG backup, in order: the runner is killed -9 right after each one is stored
+/// and before it hears back — `(verb, group, resource, subresource)`. (The platform's Cluster
+/// already carries the barman-cloud plugin, so the Cluster patch does not happen here.)
+const CRASH_POINTS: [(&str, &str, &str, &str); 6] = [
+    ("patch", "backups.cozystack.io", "backupjobs", "status"), // startedAt
+    ("patch", "barmancloud.cnpg.io", "objectstores", ""),
+    ("create", "postgresql.cnpg.io", "backups", ""),
+    ("patch", "backups.cozystack.io", "backupjobs", "status"), // Running
+    ("create", "backups.cozystack.io", "backups", ""),
+    ("patch", "backups.cozystack.io", "backupjobs", "status"), // Succeeded
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_after_every_write_of_a_backup_repeats_nothing() {
+    let mut p = Platform::start(&[]).await;
+    let hold = |(verb, group, resource, sub): (&str, &str, &str, &str)| harness::Hold {
+        verb: Some(verb.into()),
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        subresource: Some(sub.into()),
+        user_agent: Some("backup-runner/".into()),
+    };
+    // Each rule is installed before the runner (re)starts, so the write it names cannot slip by.
+    p.h.emulator().unwrap().hold(hold(CRASH_POINTS[0]));
+    p.h.apply_yaml(None, SEED_BACKUPJOB);
+    let mut crashes = Vec::new();
+    for (i, point) in CRASH_POINTS.into_iter().enumerate() {
+        // The write is stored; the runner never hears back: kill it there, and start it again.
+        eventually_within(
+            &format!("the runner's {point:?} held"),
+            DATAPLANE_DEADLINE,
+            || async { (p.h.emulator().unwrap().held() > i as u64).then_some(()) },
+        )
+        .await;
+        p.h.kill("backup-runner").await.unwrap();
+        let emu = p.h.emulator().unwrap();
+        emu.release_holds();
+        if let Some(next) = CRASH_POINTS.get(i + 1) {
+            emu.hold(hold(*next));
+        }
+        crashes.push(point);
+        p.h.restart("backup-runner", READY).await.unwrap();
+    }
+    assert_eq!(crashes.len(), 6, "{crashes:?}");
+
+    let job = p.terminal("ad-hoc", DATAPLANE_DEADLINE).await;
+    let status = job.status.clone().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+    // Exactly one operator-side backup and one catalog entry, created once each.
+    let cnpg_backups =
+        p.h.dynamic::<api::thirdparty::cnpg::Backup>(TENANT)
+            .list(&kube::api::ListParams::default().labels(&format!(
+                "{}=ad-hoc",
+                api::contract::labels::OWNED_BY_JOB_NAME
+            )))
+            .await
+            .unwrap();
+    assert_eq!(cnpg_backups.items.len(), 1);
+    let catalog: Vec<Backup> = Api::<Backup>::namespaced(p.h.client(), TENANT)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        catalog.iter().map(|b| b.name_any()).collect::<Vec<_>>(),
+        ["ad-hoc"]
+    );
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by("backup-runner/", "postgresql.cnpg.io", "backups"),
+        1
+    );
+    assert_eq!(
+        audit.creates_by("backup-runner/", "backups.cozystack.io", "backups"),
+        1
+    );
+    harness::rbac::assert_allowed(&audit, "backup-runner");
+    // The base backup the catalog names is the one in the bucket.
+    let md = catalog[0].spec.driver_metadata.clone().unwrap();
+    assert_eq!(md["cnpg.io/backup-name"], cnpg_backups.items[0].name_any());
 }

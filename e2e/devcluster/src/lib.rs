@@ -7,12 +7,15 @@
 //! devcluster ─► kube emulator (in-process, 127.0.0.1) ◄── kubectl --kubeconfig .dev/kubeconfig
 //!            ├► operator-sims: S3 server (.dev/dataplane/s3), COSI, Velero, CNPG (real PostgreSQL), Flux
 //!            ├► daemon processes (KUBECONFIG=.dev/kubeconfig, ADMIN_ADDR=127.0.0.1:<free>) ─┘
-//!            └► tenant-acme: Postgres orders-db (sample rows) and orders-db-copy (empty)
+//!            ├► tenant-acme: Postgres orders-db (sample rows) and orders-db-copy (empty)
+//!            └► demo: examples/backupjob.yaml applied; waits for Succeeded, shows the Backup and
+//!               barman-cloud's listing of the bucket (`--no-demo` skips it)
 //! ```
 //! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
 //! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
 //! are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
-//! databases answering) and exits 0, so tests and CI can run the same command.
+//! databases answering, the demo backup in the bucket) and exits 0, so tests and CI can run the same
+//! command.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,11 +39,13 @@ pub const DAEMONS: &[DaemonEntry] = &[
     // Simulated third-party operators first: they install the permissive CRDs (BucketClaim,
     // apps.cozystack.io Bucket, velero.io BackupStorageLocation) the other daemons watch.
     // The S3 server (real keys, HTTPS with a dev CA), CNPG over real PostgreSQL and Flux's
-    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane.
+    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane. The MariaDB,
+    // etcd, Job-controller, FoundationDB and Percona MongoDB simulators move their backups' status
+    // (no data).
     DaemonEntry {
         bin: "operator-sims",
         args: &[
-            "--sims=s3,cosi,velero,cnpg,flux",
+            "--sims=s3,cosi,velero,cnpg,flux,mariadb,etcd,jobs,fdb,psmdb",
             "--cosi-delay-ms=500",
             "--data-dir={dev-dir}/dataplane",
         ],
@@ -66,6 +71,11 @@ pub const DAEMONS: &[DaemonEntry] = &[
             "--force-path-style=true",
             "--system-namespaces=cozy-velero",
         ],
+    },
+    // Runs BackupJobs (the demo below: examples/backupjob.yaml) and Plans, single replica.
+    DaemonEntry {
+        bin: "backup-runner",
+        args: &[],
     },
     // Rolls cozy-system/cozystack-api (seeded below) when the set of ApplicationDefinitions changes.
     DaemonEntry {
@@ -121,6 +131,9 @@ pub struct Args {
     /// Start everything, verify it (CRDs served, daemons ready), print the next steps and exit.
     #[arg(long, env = "DEV_CHECK")]
     pub check: bool,
+    /// Do not run the demo backup (examples/backupjob.yaml) after start.
+    #[arg(long, env = "DEV_NO_DEMO")]
+    pub no_demo: bool,
     /// Directory of the PostgreSQL client binaries (psql seeds the sample rows).
     #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub pg_bin_dir: PathBuf,
@@ -262,6 +275,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .unwrap_or_default()
         );
     }
+    if !args.no_demo {
+        let e = s3.as_ref().context("the S3 server is not running")?;
+        demo_backup(&emulator.client(), e)
+            .await
+            .context("the demo backup (examples/backupjob.yaml)")?;
+    }
     if args.check {
         println!("check passed");
     } else {
@@ -374,6 +393,120 @@ pub async fn seed_sample_rows(
         String::from_utf8_lossy(&out.stderr).trim()
     );
     Ok(uri)
+}
+
+/// The tenant's BackupJob from the documentation, applied as written.
+pub const DEMO_BACKUPJOB: &str = "examples/backupjob.yaml";
+
+/// Applies [`DEMO_BACKUPJOB`] (kept when it exists already), waits for it to end, and shows the
+/// result: the job's phase, its catalog `Backup`, and barman-cloud's own listing of the bucket.
+pub async fn demo_backup(
+    client: &kube::Client,
+    s3: &operator_sims::s3::Endpoints,
+) -> anyhow::Result<()> {
+    use api::backups::{Backup, BackupJob};
+    use kube::api::PostParams;
+    let path = harness::workspace_root().join(DEMO_BACKUPJOB);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let job: BackupJob =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let jobs: Api<BackupJob> = Api::namespaced(client.clone(), &ns);
+    match jobs.create(&PostParams::default(), &job).await {
+        Ok(_) => println!("Demo: created BackupJob {ns}/{name} from {DEMO_BACKUPJOB}"),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            println!("Demo: BackupJob {ns}/{name} exists already")
+        }
+        Err(e) => return Err(e).context("creating the demo BackupJob"),
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    let job = loop {
+        let job = jobs.get(&name).await?;
+        if job.is_terminal() {
+            break job;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "BackupJob {ns}/{name} did not finish within 180s (see .dev/logs/backup-runner.log)"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let status = job.status.clone().unwrap_or_default();
+    let phase = status.phase.clone().unwrap_or_default();
+    anyhow::ensure!(
+        phase == api::contract::phases::SUCCEEDED,
+        "BackupJob {ns}/{name} ended {phase}: {}",
+        status.message.unwrap_or_default()
+    );
+    let backup_name = status.backup_ref.map(|r| r.name).unwrap_or_default();
+    let backup = Api::<Backup>::namespaced(client.clone(), &ns)
+        .get(&backup_name)
+        .await
+        .with_context(|| format!("reading Backup {ns}/{backup_name}"))?;
+    let md = backup.spec.driver_metadata.clone().unwrap_or_default();
+    let field = |k: &str| md.get(k).cloned().unwrap_or_default();
+    println!("  BackupJob {ns}/{name}: {phase}");
+    println!(
+        "  Backup {ns}/{backup_name}: base backup {} in {} (WAL {} … {})",
+        field("cnpg.io/backup-id"),
+        field("cnpg.io/destination-path"),
+        field("cnpg.io/begin-wal"),
+        field("cnpg.io/end-wal"),
+    );
+    let listing = barman_listing(
+        client,
+        s3,
+        &field("cnpg.io/destination-path"),
+        &field("cnpg.io/server-name"),
+    )
+    .await?;
+    anyhow::ensure!(
+        listing.contains(&field("cnpg.io/backup-id")),
+        "barman-cloud-backup-list does not show backup {}:\n{listing}",
+        field("cnpg.io/backup-id")
+    );
+    println!("  barman-cloud-backup-list of the bucket:");
+    for line in listing.lines() {
+        println!("    {line}");
+    }
+    Ok(())
+}
+
+/// `barman-cloud-backup-list` of `destination`/`server` with the platform bucket's keys.
+async fn barman_listing(
+    client: &kube::Client,
+    s3: &operator_sims::s3::Endpoints,
+    destination: &str,
+    server: &str,
+) -> anyhow::Result<String> {
+    use k8s_openapi::api::core::v1::Secret;
+    let secret = Api::<Secret>::namespaced(client.clone(), "tenant-root")
+        .get("bucket-cozy-backups-system-credentials")
+        .await?;
+    let key = |k: &str| -> anyhow::Result<String> {
+        let v = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .with_context(|| format!("the bucket credentials have no {k}"))?;
+        Ok(String::from_utf8(v.0.clone())?)
+    };
+    let out = tokio::process::Command::new("barman-cloud-backup-list")
+        .env("AWS_ACCESS_KEY_ID", key("accessKey")?)
+        .env("AWS_SECRET_ACCESS_KEY", key("secretKey")?)
+        .env("AWS_CA_BUNDLE", &s3.ca_file)
+        .args(["--endpoint-url", &s3.https, destination, server])
+        .output()
+        .await
+        .context("running barman-cloud-backup-list (hack/install-dataplane.sh installs it)")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "barman-cloud-backup-list: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 async fn psql_count(pg_bin_dir: &std::path::Path, uri: &str) -> anyhow::Result<String> {

@@ -1,5 +1,6 @@
 //! The dev control plane command works end to end: `devcluster --check` starts the emulator with
-//! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, and exits 0.
+//! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, runs the demo
+//! backup to `Succeeded`, and exits 0.
 
 use std::process::Command;
 
@@ -26,6 +27,15 @@ fn check_mode_starts_everything_and_prints_next_steps() {
         "{stdout}"
     );
     assert!(stdout.contains("check passed"), "{stdout}");
+    // The demo: the documentation's BackupJob ran to the end and its base backup is in the bucket.
+    assert!(
+        stdout.contains("BackupJob tenant-acme/ad-hoc: Succeeded"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("barman-cloud-backup-list of the bucket:"),
+        "{stdout}"
+    );
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(text.contains("server: http://127.0.0.1:"), "{text}");
     let _ = std::fs::remove_dir_all(&dev_dir);
@@ -35,7 +45,7 @@ fn check_mode_starts_everything_and_prints_next_steps() {
 fn exit_after_serves_until_the_deadline() {
     let dev_dir = std::env::temp_dir().join(format!("devcluster-exit-{}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
-        .args(["--exit-after", "1", "--port", "0", "--dev-dir"])
+        .args(["--exit-after", "1", "--no-demo", "--port", "0", "--dev-dir"])
         .arg(&dev_dir)
         .output()
         .unwrap();

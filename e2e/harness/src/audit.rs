@@ -8,6 +8,8 @@ use serde_json::Value;
 pub struct Request {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
     pub verb: String,
+    /// API group ("" for core), from the path.
+    pub group: String,
     /// Plural resource (`backupjobs`).
     pub resource: String,
     /// Namespace, if any.
@@ -28,9 +30,13 @@ impl Request {
     fn parse(line: &str) -> Option<Self> {
         let v: Value = serde_json::from_str(line).ok()?;
         let s = |k: &str| v[k].as_str().map(str::to_owned);
+        let path = s("path").unwrap_or_default();
+        let (group, from_path) = group_and_resource(&path);
         Some(Self {
+            group,
             verb: s("verb")?,
-            resource: s("resource").unwrap_or_default(),
+            // A kind the emulator does not serve has no resource in the log; the path still names it.
+            resource: s("resource").unwrap_or(from_path),
             namespace: s("namespace"),
             name: s("name"),
             subresource: s("subresource"),
@@ -57,6 +63,23 @@ impl Request {
     pub fn is_dry_run(&self) -> bool {
         self.query.contains("dryRun=")
     }
+}
+
+/// `(group, plural)` from an API path: `/apis/<group>/<version>/[namespaces/<ns>/]<plural>/…` or
+/// `/api/v1/…` (core).
+fn group_and_resource(path: &str) -> (String, String) {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        ["api", _version, rest @ ..] => ("", rest),
+        _ => return (String::new(), String::new()),
+    };
+    let resource = match rest {
+        ["namespaces", _ns, plural, ..] => plural,
+        [plural, ..] => plural,
+        [] => &"",
+    };
+    (group.to_owned(), (*resource).to_owned())
 }
 
 /// Parsed audit log.
@@ -92,6 +115,14 @@ impl Audit {
                 && namespace.is_none_or(|ns| r.namespace.as_deref() == Some(ns))
                 && name.is_none_or(|n| r.name.as_deref() == Some(n))
         })
+    }
+
+    /// Successful, non-dry-run creates of `resource` in API group `group` by clients whose
+    /// User-Agent starts with `user_agent` (every client for "").
+    pub fn creates_by(&self, user_agent: &str, group: &str, resource: &str) -> usize {
+        self.writes(Some("create"), resource, None, None)
+            .filter(|r| r.group == group && r.user_agent.starts_with(user_agent))
+            .count()
     }
 
     /// How many successful writes match (see [`Audit::writes`]).

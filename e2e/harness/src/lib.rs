@@ -29,6 +29,7 @@ mod http;
 mod kubectl;
 pub mod leak;
 mod poll;
+pub mod rbac;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,7 @@ pub use audit::{Audit, Request};
 pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
+pub use kube_emulator::{Fault, Hold};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.

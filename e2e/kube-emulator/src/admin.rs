@@ -7,6 +7,7 @@
 //! | GET, DELETE | `/emulator/v1/audit` | JSONL of every API request / clear it |
 //! | GET, POST, DELETE | `/emulator/v1/faults` | list / add `{"verb","resource","code","rate","count"}` / clear |
 //! | PUT | `/emulator/v1/latency` | `{"millis": N}` added before every API request |
+//! | GET, POST, DELETE | `/emulator/v1/holds` | `{"rules", "held"}` / add a one-shot `{"verb","group","resource","subresource","userAgent"}` rule / clear the rules and release every held answer |
 //! | POST | `/emulator/v1/watches/drop` | ends every open watch stream |
 //! | PUT | `/emulator/v1/namespaces/{ns}/pods/{name}/log?container=c&append=true` | text/plain log text |
 //! | GET | `/emulator/v1/snapshot` | every stored object as JSON |
@@ -43,12 +44,61 @@ fn one() -> f64 {
     1.0
 }
 
+/// A one-shot rule that holds back the answer to the first matching write after it was applied:
+/// the change is stored (and watchers see it) but the client gets no answer until the holds are
+/// released. A test kills the client meanwhile to crash it exactly after a write committed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Hold {
+    /// Verb to match (`create`, `update`, `patch`, `delete`); None = any write.
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// API group to match ("" = core); None = any.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Resource (plural) to match; None = any.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Subresource to match ("" = the main resource); None = any.
+    #[serde(default)]
+    pub subresource: Option<String>,
+    /// Prefix of the client's User-Agent; None = any client.
+    #[serde(default)]
+    pub user_agent: Option<String>,
+}
+
+impl Hold {
+    fn matches(&self, w: &WriteRequest<'_>) -> bool {
+        let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|x| x == have);
+        eq(&self.verb, w.verb)
+            && eq(&self.group, w.group)
+            && eq(&self.resource, w.resource)
+            && eq(&self.subresource, w.subresource)
+            && self
+                .user_agent
+                .as_deref()
+                .is_none_or(|p| w.user_agent.starts_with(p))
+    }
+}
+
+/// What a [`Hold`] is matched against.
+pub(crate) struct WriteRequest<'a> {
+    pub(crate) verb: &'a str,
+    pub(crate) group: &'a str,
+    pub(crate) resource: &'a str,
+    pub(crate) subresource: &'a str,
+    pub(crate) user_agent: &'a str,
+}
+
 /// Audit log, fault rules and latency.
 #[derive(Default)]
 pub(crate) struct Admin {
     audit: Vec<Value>,
     audit_file: Option<std::fs::File>,
     faults: Vec<Fault>,
+    holds: Vec<Hold>,
+    /// Answers held back so far (they stay held until the holds are cleared).
+    pub(crate) held: u64,
     /// Added before each API request.
     pub(crate) latency: Duration,
 }
@@ -96,6 +146,33 @@ impl Admin {
     /// Removes every fault rule.
     pub(crate) fn clear_faults(&mut self) {
         self.faults.clear();
+    }
+
+    /// Adds a hold rule.
+    pub(crate) fn add_hold(&mut self, h: Hold) {
+        self.holds.push(h);
+    }
+
+    /// The hold rules not yet used.
+    pub(crate) fn holds(&self) -> &[Hold] {
+        &self.holds
+    }
+
+    /// Removes every hold rule (the caller releases the held answers).
+    pub(crate) fn clear_holds(&mut self) {
+        self.holds.clear();
+    }
+
+    /// True when an applied write is to be held; its rule is used up.
+    pub(crate) fn pick_hold(&mut self, w: &WriteRequest<'_>) -> bool {
+        match self.holds.iter().position(|h| h.matches(w)) {
+            Some(i) => {
+                self.holds.remove(i);
+                self.held += 1;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Decides whether this request fails, and with which code.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
-use crate::admin::{Admin, Fault};
+use crate::admin::{Admin, Fault, Hold};
 use crate::server::handle;
 use crate::shared::Inner;
 use crate::store::{State, WriteOpts};
@@ -159,12 +159,14 @@ impl Emulator {
             state.restore(&v);
         }
         let (drop_watches, _) = watch::channel(0u64);
+        let (release_holds, _) = watch::channel(0u64);
         let (shutdown, _) = watch::channel(false);
         let inner = Arc::new(Inner {
             state: Mutex::new(state),
             admin: Mutex::new(Admin::new(audit_file)),
             changed: Notify::new(),
             drop_watches,
+            release_holds,
             shutdown,
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
@@ -375,6 +377,22 @@ impl Running {
     /// Adds latency before every API request.
     pub fn set_latency(&self, d: Duration) {
         self.inner.admin().latency = d;
+    }
+
+    /// Holds back the answer to the first write matching `rule`, after applying it.
+    pub fn hold(&self, rule: Hold) {
+        self.inner.admin().add_hold(rule);
+    }
+
+    /// How many answers have been held back so far.
+    pub fn held(&self) -> u64 {
+        self.inner.admin().held
+    }
+
+    /// Removes every hold rule and releases every held answer.
+    pub fn release_holds(&self) {
+        self.inner.admin().clear_holds();
+        self.inner.release_holds.send_modify(|n| *n += 1);
     }
 
     /// Ends every open watch stream.

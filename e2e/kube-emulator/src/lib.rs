@@ -43,6 +43,6 @@ mod store;
 mod table;
 mod validation;
 
-pub use admin::Fault;
+pub use admin::{Fault, Hold};
 pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};
 pub use error::ApiError;

@@ -20,6 +20,8 @@ pub(crate) struct Inner {
     pub(crate) changed: Notify,
     /// Bumped to end every open watch (fault injection).
     pub(crate) drop_watches: watch::Sender<u64>,
+    /// Bumped to release every held answer (see [`crate::admin::Hold`]).
+    pub(crate) release_holds: watch::Sender<u64>,
     /// Set to true on shutdown.
     pub(crate) shutdown: watch::Sender<bool>,
     /// How often open watches get a BOOKMARK.

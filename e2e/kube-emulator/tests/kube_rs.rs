@@ -23,7 +23,7 @@ use kube::runtime::events::{Event as KEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use kube_emulator::{Config, Fault};
+use kube_emulator::{Config, Fault, Hold};
 use serde_json::json;
 
 fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
@@ -1136,6 +1136,43 @@ async fn pod_logs_with_the_admin_hook() {
     assert_eq!(lines.try_next().await.unwrap().unwrap(), "line 3");
     let deleted = pods.delete("p", &DeleteParams::default()).await.unwrap();
     assert!(deleted.is_left(), "pods answer delete with the object");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_write_is_applied_but_unanswered_until_released() {
+    let emu = emulator().await;
+    let client = emu.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    emu.hold(Hold {
+        verb: Some("create".into()),
+        group: Some(String::new()),
+        resource: Some("configmaps".into()),
+        ..Default::default()
+    });
+    let pending = tokio::spawn({
+        let cms = cms.clone();
+        async move { cms.create(&PostParams::default(), &cm("held", &[])).await }
+    });
+    eventually("the write applied while its answer is held", || async {
+        (emu.held() == 1).then_some(())?;
+        cms.get_opt("held").await.unwrap()
+    })
+    .await;
+    assert!(!pending.is_finished(), "the client got no answer yet");
+    // The rule is one-shot: the next create is answered at once.
+    cms.create(&PostParams::default(), &cm("free", &[]))
+        .await
+        .unwrap();
+    emu.release_holds();
+    let created = pending.await.unwrap().unwrap();
+    assert_eq!(created.name_any(), "held");
+    assert_eq!(emu.held(), 1);
+    let held_lines = emu
+        .audit_log()
+        .lines()
+        .filter(|l| l.contains("\"held\":true"))
+        .count();
+    assert_eq!(held_lines, 1);
 }
 
 #[tokio::test]

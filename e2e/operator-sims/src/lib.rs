@@ -18,8 +18,11 @@
 //!     ├─ psmdb:  PerconaServerMongoDB ready; PerconaServerMongoDBBackup ─► requested ─► running ─► ready
 //!     ├─ flux:   Postgres app ─► HelmRelease postgres-<name> ─► Cluster/ObjectStore/Secrets as the
 //!     │          Cozystack Postgres chart renders them (suspend, requestedAt/forceAt honoured)
-//!     └─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
-//!                ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
+//!     ├─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
+//!     │          ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
+//!     ├─ mariadb: mariadb-operator Backup ─► Complete condition (JobRunning ─► JobComplete/JobFailed)
+//!     ├─ etcd:   EtcdCluster ─► Available; EtcdSnapshot ─► Pending ─► Started ─► Complete/Failed
+//!     └─ jobs:   the Job controller: batch/v1 Job ─► started ─► Complete/Failed conditions
 //! ```
 //!
 //! Data flow: each simulator watches its kinds through a `kube::Client` into a [`Cache`] and
@@ -31,9 +34,13 @@
 
 pub mod cache;
 pub mod cnpg;
+pub mod conditions;
 pub mod cosi;
+pub mod etcd;
 pub mod flux;
 pub mod foundationdb;
+pub mod jobs;
+pub mod mariadb;
 pub mod pg;
 pub mod podlog;
 pub mod psmdb;
@@ -59,6 +66,12 @@ pub enum Sim {
     Cnpg,
     /// Flux helm-controller (and cozystack-api) for Postgres applications.
     Flux,
+    /// mariadb-operator's one-shot logical Backups.
+    Mariadb,
+    /// etcd-operator's EtcdCluster availability and EtcdSnapshots.
+    Etcd,
+    /// The Job controller for batch/v1 Jobs (Job and Altinity strategies).
+    Jobs,
     /// The FoundationDB operator: cluster health and FoundationDBBackup progress.
     Fdb,
     /// The Percona Server for MongoDB operator: PerconaServerMongoDBBackup states.
@@ -69,7 +82,7 @@ impl Sim {
     /// The third-party CRDs this simulator serves.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
         use api::thirdparty::{
-            apps, barman, cnpg, cosi, fdb, flux, percona, permissive_crd, velero,
+            apps, barman, cnpg, cosi, etcd, fdb, flux, mariadb, percona, permissive_crd, velero,
         };
         match self {
             Sim::Cosi => vec![
@@ -98,6 +111,16 @@ impl Sim {
                 permissive_crd::<cnpg::Cluster>(true),
                 permissive_crd::<barman::ObjectStore>(true),
             ],
+            Sim::Mariadb => vec![
+                permissive_crd::<mariadb::MariaDB>(true),
+                permissive_crd::<mariadb::Backup>(true),
+            ],
+            Sim::Etcd => vec![
+                permissive_crd::<etcd::EtcdCluster>(true),
+                permissive_crd::<etcd::EtcdSnapshot>(true),
+            ],
+            // batch/v1 is built into the API server.
+            Sim::Jobs => vec![],
             Sim::Fdb => vec![
                 permissive_crd::<fdb::FoundationDBCluster>(true),
                 permissive_crd::<fdb::FoundationDBBackup>(true),
@@ -269,6 +292,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Sim::Flux => {
                 tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
             }
+            Sim::Mariadb => {
+                tasks.spawn(mariadb::run(client.clone(), daemon.readiness.clone()));
+            }
+            Sim::Etcd => {
+                tasks.spawn(etcd::run(client.clone(), daemon.readiness.clone()));
+            }
+            Sim::Jobs => {
+                tasks.spawn(jobs::run(client.clone(), daemon.readiness.clone()));
+            }
             Sim::Fdb => {
                 tasks.spawn(foundationdb::run(client.clone(), daemon.readiness.clone()));
             }
@@ -408,5 +440,17 @@ mod tests {
             ]
         );
         assert!(names(Sim::S3).is_empty());
+        assert_eq!(
+            names(Sim::Mariadb),
+            ["mariadbs.k8s.mariadb.com", "backups.k8s.mariadb.com"]
+        );
+        assert_eq!(
+            names(Sim::Etcd),
+            [
+                "etcdclusters.etcd-operator.cozystack.io",
+                "etcdsnapshots.etcd-operator.cozystack.io"
+            ]
+        );
+        assert!(names(Sim::Jobs).is_empty());
     }
 }

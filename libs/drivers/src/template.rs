@@ -96,8 +96,9 @@ fn to_value(v: &Json) -> Value {
 /// Key that marks a JSON object as a Go struct in a template context (see [`context_struct`]).
 const STRUCT_MARK: &str = "$struct";
 
-/// A context entry that behaves like a Go struct (e.g. `.Release`, `.Backup`): a missing field is
-/// an error (so the template is left as written), not `<no value>`.
+/// A context entry that behaves like a Go struct: a missing field is an error (so the template is
+/// left as written), not `<no value>`. (Upstream passes `.Release` and `.Backup` as Go maps, see
+/// [`crate::job::context`].)
 pub fn context_struct(fields: Json) -> Json {
     let mut fields = fields;
     if let Json::Object(map) = &mut fields {

@@ -57,6 +57,11 @@ pub struct LeaseArgs {
     /// Identity of this replica in leases; defaults to the pod name, else `<hostname>-<pid>`.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// How long a lease (leadership, a work lease) outlives a replica that stops renewing it: a
+    /// standby takes over within one TTL of a crash, and a replica that cannot renew stops acting
+    /// within four fifths of it. Must not exceed the lease server's `--max-ttl`.
+    #[arg(long, env = "LEASE_TTL", default_value = "15s", value_parser = crate::duration::parse)]
+    pub lease_ttl: std::time::Duration,
 }
 
 impl LeaseArgs {

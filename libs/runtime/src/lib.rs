@@ -81,7 +81,7 @@ pub async fn client_as(args: &ClientArgs, component: &str) -> anyhow::Result<kub
     kube::Client::try_from(config).context("build Kubernetes client")
 }
 
-/// The TTL of daemon leases: a replica that cannot renew stops acting within
+/// The default TTL of daemon leases (`--lease-ttl`): a replica that cannot renew stops acting within
 /// `TTL - TTL/5` (12 s) of its last successful renewal, and a standby takes over within one TTL
 /// of the leader's death (at once when the leader shuts down gracefully and releases).
 pub const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(15);
@@ -99,17 +99,7 @@ pub async fn leases(
     component: &'static str,
     readiness: &Readiness,
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    let options = lease::ClientOptions::with_ttl(LEASE_TTL);
-    leases_configured(args, component, readiness, options).await
-}
-
-/// [`leases`] with explicit client timing instead of [`LEASE_TTL`] (tests use short TTLs).
-pub async fn leases_with_options(
-    args: &LeaseArgs,
-    component: &'static str,
-    readiness: &Readiness,
-    options: lease::ClientOptions,
-) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
+    let options = lease::ClientOptions::with_ttl(args.lease_ttl);
     leases_configured(args, component, readiness, options).await
 }
 

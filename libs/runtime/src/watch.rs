@@ -337,10 +337,17 @@ impl<K: Watchable> Watch<K> {
             target: self.target.clone(),
             absent_is_empty: self.absent_is_empty,
             absent_reported: false,
+            listing: false,
             strip: self.strip.clone(),
             ready,
         };
+        // The watcher yields `Init` before it even tries to list, and the backoff resets on every
+        // item that is not an error, so a list that always fails (a kind that is not served, a
+        // forbidden one) would be retried every 800 ms forever. `Init` is therefore held back
+        // here and re-created by the policy when the list actually delivers something; failures
+        // back off exponentially to 30 s.
         watcher(api, self.target.config())
+            .filter(|item| futures::future::ready(!matches!(item, Ok(watcher::Event::Init))))
             .default_backoff()
             .flat_map(move |item| futures::stream::iter(policy.handle(item)))
     }
@@ -357,8 +364,10 @@ struct Policy<K: Watchable> {
     resource: (String, String),
     target: Target,
     absent_is_empty: bool,
-    /// True after a 404 was turned into an empty list, until the watcher lists again.
+    /// True after a 404 was turned into an empty list, until a list succeeds again.
     absent_reported: bool,
+    /// True between the first item of a (re)list and its `InitDone`.
+    listing: bool,
     strip: Option<Strip<K>>,
     ready: ReadyHandle,
 }
@@ -370,22 +379,37 @@ impl<K: Watchable> Policy<K> {
     ) -> Vec<watcher::Event<K>> {
         let event = match item {
             Ok(event) => event,
-            Err(err) => return self.on_error(err),
-        };
-        let event = match event {
-            watcher::Event::Init => {
-                self.absent_reported = false;
-                return vec![watcher::Event::Init];
+            Err(err) => {
+                // A failed (re)list starts over: the next list opens with a fresh `Init`.
+                self.listing = false;
+                return self.on_error(err);
             }
+        };
+        let mut out = Vec::with_capacity(2);
+        if matches!(
+            event,
+            watcher::Event::InitApply(_) | watcher::Event::InitDone
+        ) && !self.listing
+        {
+            self.listing = true;
+            out.push(watcher::Event::Init);
+        }
+        match event {
+            // Held back before the backoff (see `stream`); re-created above.
+            watcher::Event::Init => {}
             watcher::Event::InitDone => {
+                self.listing = false;
+                self.absent_reported = false;
                 self.ready.set_ready();
-                return vec![watcher::Event::InitDone];
+                out.push(watcher::Event::InitDone);
             }
-            watcher::Event::InitApply(o) => self.object(o).map(watcher::Event::InitApply),
-            watcher::Event::Apply(o) => self.object(o).map(watcher::Event::Apply),
-            watcher::Event::Delete(o) => self.object(o).map(watcher::Event::Delete),
-        };
-        event.into_iter().collect()
+            watcher::Event::InitApply(o) => {
+                out.extend(self.object(o).map(watcher::Event::InitApply));
+            }
+            watcher::Event::Apply(o) => out.extend(self.object(o).map(watcher::Event::Apply)),
+            watcher::Event::Delete(o) => out.extend(self.object(o).map(watcher::Event::Delete)),
+        }
+        out
     }
 
     fn object(&self, guard: DeserializeGuard<K>) -> Option<K> {

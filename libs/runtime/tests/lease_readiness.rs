@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use lease::{ClientOptions, Epoch, LeaseService, LeaseTable, Limits};
+use lease::{Epoch, LeaseService, LeaseTable, Limits};
 use runtime::{LeaseArgs, Readiness};
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -67,12 +67,10 @@ async fn lease_readiness_follows_the_lease_server() {
     let args = LeaseArgs {
         lease_endpoint: addr.to_string(),
         identity: Some("replica-1".into()),
+        lease_ttl: TTL,
     };
     let readiness = Readiness::default();
-    let (elector, work) =
-        runtime::leases_with_options(&args, "probe", &readiness, ClientOptions::with_ttl(TTL))
-            .await
-            .unwrap();
+    let (elector, work) = runtime::leases(&args, "probe", &readiness).await.unwrap();
     poll("leadership and readiness", || {
         elector.current().is_leading() && readiness.is_ready()
     })
@@ -148,6 +146,7 @@ async fn single_replica_mode_is_ready_at_once() {
     let args = LeaseArgs {
         lease_endpoint: "none".into(),
         identity: None,
+        lease_ttl: runtime::LEASE_TTL,
     };
     let readiness = Readiness::default();
     let (elector, _) = runtime::leases(&args, "probe", &readiness).await.unwrap();

@@ -14,9 +14,15 @@
 //! status with a resourceVersion precondition), so a reconcile can be cut at any instant (kill -9,
 //! lost lease) and the next one continues from what the cluster shows.
 
+pub mod altinity;
 pub mod cnpg;
+pub mod etcd;
 pub mod foundationdb;
+pub mod job;
+pub mod mariadb;
 pub mod mongodb;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod velero;
 
 use std::time::Duration;
@@ -251,6 +257,10 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
     for _ in 0..MAX_STEPS {
         let step = match kind {
             "CNPG" => cnpg::step(ctx, run),
+            "MariaDB" => mariadb::step(ctx, run),
+            "Etcd" => etcd::step(ctx, run),
+            "Job" => job::step(ctx, run).await?,
+            "Altinity" => altinity::step(ctx, run).await?,
             "FoundationDB" => foundationdb::step(ctx, run).await?,
             "Velero" => velero::step(ctx, run).await?,
             "MongoDB" => mongodb::step(ctx, run),

@@ -10,7 +10,7 @@ use http::{Method, header};
 use serde_json::{Value, json};
 
 use super::request::error_response;
-use crate::admin::Fault;
+use crate::admin::{Fault, Hold};
 use crate::error::ApiError;
 use crate::shared::Inner;
 
@@ -56,6 +56,21 @@ pub(super) fn handle(
         },
         ("DELETE", ["emulator", "v1", "faults"]) => {
             admin.clear_faults();
+            ok_json(json!({}))
+        }
+        ("GET", ["emulator", "v1", "holds"]) => {
+            ok_json(json!({"rules": admin.holds(), "held": admin.held}))
+        }
+        ("POST", ["emulator", "v1", "holds"]) => match serde_json::from_slice::<Hold>(body) {
+            Ok(h) => {
+                admin.add_hold(h.clone());
+                ok_json(json!(h))
+            }
+            Err(e) => error_response(&ApiError::bad_request(format!("invalid hold: {e}"))),
+        },
+        ("DELETE", ["emulator", "v1", "holds"]) => {
+            admin.clear_holds();
+            inner.release_holds.send_modify(|n| *n += 1);
             ok_json(json!({}))
         }
         ("PUT", ["emulator", "v1", "latency"]) => {

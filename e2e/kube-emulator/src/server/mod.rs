@@ -89,6 +89,24 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
             other => (meta_request(&inner, &parts.headers, other), "get", None),
         }
     };
+    let held = verb != "admin"
+        && !matches!(verb, "get" | "list" | "watch")
+        && resp.status().is_success()
+        && target.as_ref().is_some_and(|t| {
+            inner.admin().pick_hold(&crate::admin::WriteRequest {
+                verb,
+                group: &t.kind.group,
+                resource: &t.kind.plural,
+                subresource: t.sub.as_deref().unwrap_or_default(),
+                user_agent: parts
+                    .headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+            })
+        });
+    // Subscribed before the audit entry is visible, so a release right after cannot be missed.
+    let mut release = inner.release_holds.subscribe();
     if verb != "admin" {
         inner.admin().record(json!({
             "time": crate::json::now(), "method": parts.method.as_str(), "path": path,
@@ -101,7 +119,15 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
             "contentType": parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
             "code": resp.status().as_u16(),
             "durationMs": started.elapsed().as_millis() as u64,
+            "held": held,
         }));
+    }
+    if held {
+        let mut shutdown = inner.shutdown.subscribe();
+        tokio::select! {
+            _ = release.changed() => {}
+            _ = shutdown.wait_for(|down| *down) => {}
+        }
     }
     resp
 }

@@ -115,10 +115,12 @@ pub struct RetentionPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanStatus {
-    /// When the Plan last created a BackupJob.
+    /// The newest schedule slot the Plan has dealt with: a BackupJob was created for it, or it was
+    /// skipped (missed beyond the starting deadline, or forbidden by `concurrencyPolicy`) and
+    /// reported by an Event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_schedule_time: Option<Time>,
-    /// When the Plan will next create a BackupJob (RFC 3339).
+    /// The next schedule slot (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_schedule_time: Option<Time>,
     /// Conditions, keyed by type (`Error` tells whether the cron spec parses).

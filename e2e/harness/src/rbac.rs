@@ -1,0 +1,158 @@
+//! Checks requests from the emulator's audit log against a daemon's RBAC manifest: every request a
+//! daemon made in a test must be allowed by its ClusterRole, so the manifest cannot fall behind the
+//! code ("the RBAC matches what the code calls").
+
+use std::path::Path;
+
+use serde_yaml::Value;
+
+use crate::audit::{Audit, Request};
+
+/// One PolicyRule of a ClusterRole.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rule {
+    /// `apiGroups` ("" = core, "*" = any).
+    pub groups: Vec<String>,
+    /// `resources`, possibly `plural/subresource` ("*" = any).
+    pub resources: Vec<String>,
+    /// `verbs` ("*" = any).
+    pub verbs: Vec<String>,
+    /// `resourceNames` (empty = any).
+    pub names: Vec<String>,
+}
+
+impl Rule {
+    /// True when this rule allows `r`, with Kubernetes' RBAC semantics (a create or a list is never
+    /// restricted by `resourceNames`, so such a rule does not allow them).
+    pub fn allows(&self, r: &Request) -> bool {
+        let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
+        let resource = match r.subresource.as_deref() {
+            Some(sub) => format!("{}/{sub}", r.resource),
+            None => r.resource.clone(),
+        };
+        let named = self.names.is_empty()
+            || (!matches!(r.verb.as_str(), "create" | "list" | "deletecollection")
+                && r.name.as_ref().is_some_and(|n| self.names.contains(n)));
+        any(&self.groups, &r.group)
+            && any(&self.resources, &resource)
+            && any(&self.verbs, &r.verb)
+            && named
+    }
+}
+
+/// The rules of every ClusterRole in the YAML file at `path`.
+pub fn cluster_role_rules(path: &Path) -> Vec<Rule> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|d| <Value as serde::Deserialize>::deserialize(d).ok())
+        .filter(|d| d["kind"] == "ClusterRole")
+        .flat_map(|d| d["rules"].as_sequence().cloned().unwrap_or_default())
+        .map(|rule| Rule {
+            groups: strings(&rule["apiGroups"]),
+            resources: strings(&rule["resources"]),
+            verbs: strings(&rule["verbs"]),
+            names: strings(&rule["resourceNames"]),
+        })
+        .collect()
+}
+
+/// The API requests of clients whose User-Agent starts with `user_agent` that no rule allows,
+/// one line each (`verb group/resource[/sub] ns/name`), without repeats.
+pub fn denied(audit: &Audit, user_agent: &str, rules: &[Rule]) -> Vec<String> {
+    let mut out: Vec<String> = audit
+        .requests
+        .iter()
+        .filter(|r| r.user_agent.starts_with(user_agent) && !r.resource.is_empty())
+        .filter(|r| !rules.iter().any(|rule| rule.allows(r)))
+        .map(|r| {
+            format!(
+                "{} {}/{}{} {}/{}",
+                r.verb,
+                r.group,
+                r.resource,
+                r.subresource
+                    .as_deref()
+                    .map(|s| format!("/{s}"))
+                    .unwrap_or_default(),
+                r.namespace.as_deref().unwrap_or(""),
+                r.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Panics unless every request of the `component` daemon (User-Agent `<component>/…`) in the
+/// audit log is allowed by `deploy/<component>/rbac.yaml`.
+pub fn assert_allowed(audit: &Audit, component: &str) {
+    let path = crate::workspace_root()
+        .join("deploy")
+        .join(component)
+        .join("rbac.yaml");
+    let rules = cluster_role_rules(&path);
+    let denied = denied(audit, &format!("{component}/"), &rules);
+    assert!(
+        denied.is_empty(),
+        "{} does not allow what {component} called:\n{}",
+        path.display(),
+        denied.join("\n")
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(
+        verb: &str,
+        group: &str,
+        resource: &str,
+        sub: Option<&str>,
+        name: Option<&str>,
+    ) -> Request {
+        Request {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            namespace: Some("ns".into()),
+            name: name.map(str::to_owned),
+            subresource: sub.map(str::to_owned),
+            code: 200,
+            user_agent: "d/1".into(),
+            query: String::new(),
+        }
+    }
+
+    #[test]
+    fn rules_match_group_resource_subresource_verb_and_names() {
+        let rule = Rule {
+            groups: vec!["g".into()],
+            resources: vec!["things".into(), "things/status".into()],
+            verbs: vec!["get".into(), "patch".into()],
+            names: vec![],
+        };
+        assert!(rule.allows(&req("get", "g", "things", None, Some("a"))));
+        assert!(rule.allows(&req("patch", "g", "things", Some("status"), Some("a"))));
+        assert!(!rule.allows(&req("patch", "g", "things", Some("scale"), Some("a"))));
+        assert!(!rule.allows(&req("get", "", "things", None, Some("a"))));
+        assert!(!rule.allows(&req("delete", "g", "things", None, Some("a"))));
+        let named = Rule {
+            names: vec!["a".into()],
+            verbs: vec!["get".into(), "list".into()],
+            ..rule
+        };
+        assert!(named.allows(&req("get", "g", "things", None, Some("a"))));
+        assert!(!named.allows(&req("get", "g", "things", None, Some("b"))));
+        assert!(!named.allows(&req("list", "g", "things", None, None)));
+    }
+}

@@ -1,0 +1,285 @@
+//! Simulated etcd-operator (`etcd-operator.cozystack.io/v1alpha2`, Cozystack's fork of the aenix
+//! operator): EtcdClusters report quorum through `Available`, and one-shot EtcdSnapshots move
+//! through the operator's phases with its single `Ready` condition.
+//!
+//! ```text
+//!  EtcdCluster ─► Available=True/QuorumHealthy "All members are ready"
+//!                 (annotation unavailable: "<msg>" ─► Available=False/QuorumLost "<msg>")
+//!  EtcdSnapshot "" ─► Pending
+//!     Pending ─► clusterRef missing ─► Failed, Ready=False/ClusterNotFound `EtcdCluster "<n>" not found`
+//!             ─► Started, Ready=False/JobCreated "snapshot job created"
+//!     Started ─► default     ─► Complete, Ready=True/SnapshotStored "snapshot captured and stored",
+//!                               status.artifact {uri s3://<bucket>/<key>/<name>.db, sizeBytes, checksum}
+//!             ─► fail-backup ─► Failed, Ready=False/JobFailed "snapshot job failed"
+//!             ─► hang        ─► stays Started until the annotation goes
+//!  Complete and Failed are terminal (a snapshot is a one-shot record).
+//! ```
+//!
+//! Test controls are annotations on the EtcdCluster: [`crate::cnpg::ANNOTATION_FAIL_BACKUP`] (any
+//! value), [`crate::cnpg::ANNOTATION_HANG`] (`"true"`), [`ANNOTATION_UNAVAILABLE`]. No etcd runs
+//! and nothing is uploaded: the artifact's size and checksum describe a stand-in payload (see
+//! `docs/dataplane.md`).
+
+use std::sync::Arc;
+
+use api::thirdparty::etcd::{EtcdCluster, EtcdSnapshot};
+use kube::core::ApiResource;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::cache::Cache;
+use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use crate::conditions::{annotations, condition, now, patch_status, with_condition};
+
+/// Field manager of the simulated operator.
+pub const FIELD_MANAGER: &str = "operator-sims-etcd";
+/// Test control: the EtcdCluster reports `Available=False/QuorumLost` with this message.
+pub const ANNOTATION_UNAVAILABLE: &str = "operator-sims.cozy-backups.io/unavailable";
+
+/// The `Available` condition an EtcdCluster should show (`None`: it does already).
+pub fn cluster_condition(cluster: &Value) -> Option<Value> {
+    let want = match annotations(cluster).get(ANNOTATION_UNAVAILABLE) {
+        Some(message) => condition("Available", false, "QuorumLost", message),
+        None => condition("Available", true, "QuorumHealthy", "All members are ready"),
+    };
+    let current = cluster["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Available");
+    let same = current.is_some_and(|c| {
+        ["status", "reason", "message"]
+            .iter()
+            .all(|k| c[*k] == want[*k])
+    });
+    (!same).then_some(want)
+}
+
+/// The snapshot's object key under the destination's `key` prefix, as the snapshot agent writes it.
+pub fn object_key(prefix: &str, name: &str) -> String {
+    let file = format!("{name}.db");
+    if prefix.is_empty() {
+        file
+    } else if prefix.ends_with('/') {
+        format!("{prefix}{file}")
+    } else {
+        format!("{prefix}/{file}")
+    }
+}
+
+/// The next status of a snapshot (`phase`, the Ready condition, the artifact) given its cluster
+/// (`None`: missing); `None` when there is nothing to do.
+pub fn next_status(snapshot: &Value, cluster: Option<&Value>) -> Option<Value> {
+    let phase = snapshot["status"]["phase"].as_str().unwrap_or_default();
+    let ready =
+        |status: bool, reason: &str, message: &str| condition("Ready", status, reason, message);
+    match phase {
+        "" => Some(json!({"phase": "Pending"})),
+        "Pending" => Some(match cluster {
+            None => json!({"phase": "Failed", "ready": ready(false, "ClusterNotFound",
+                &format!("EtcdCluster {:?} not found", snapshot["spec"]["clusterRef"]["name"].as_str().unwrap_or_default()))}),
+            Some(_) => {
+                json!({"phase": "Started", "ready": ready(false, "JobCreated", "snapshot job created")})
+            }
+        }),
+        "Started" => {
+            let controls = cluster.map(annotations).unwrap_or_default();
+            if controls.get(ANNOTATION_HANG).map(String::as_str) == Some("true") {
+                return None;
+            }
+            if controls.contains_key(ANNOTATION_FAIL_BACKUP) {
+                return Some(json!({"phase": "Failed",
+                    "ready": ready(false, "JobFailed", "snapshot job failed")}));
+            }
+            Some(json!({"phase": "Complete",
+                "ready": ready(true, "SnapshotStored", "snapshot captured and stored"),
+                "artifact": artifact(snapshot)}))
+        }
+        _ => None,
+    }
+}
+
+/// The artifact of a completed snapshot: its full location and a stand-in payload's size and
+/// SHA-256 (the snapshot's uid and name, as no etcd runs here).
+fn artifact(snapshot: &Value) -> Value {
+    let name = snapshot["metadata"]["name"].as_str().unwrap_or_default();
+    let dest = &snapshot["spec"]["destination"];
+    let uri = if dest["s3"].is_object() {
+        let s3 = &dest["s3"];
+        format!(
+            "s3://{}/{}",
+            s3["bucket"].as_str().unwrap_or_default(),
+            object_key(s3["key"].as_str().unwrap_or_default(), name)
+        )
+    } else {
+        let sub = dest["pvc"]["subPath"].as_str().unwrap_or_default();
+        let dir = if sub.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", sub.trim_end_matches('/'))
+        };
+        format!("file:///snapshot/data/{dir}{name}.db")
+    };
+    let payload = format!(
+        "etcd snapshot {} {name}",
+        snapshot["metadata"]["uid"].as_str().unwrap_or_default()
+    );
+    json!({
+        "uri": uri,
+        "sizeBytes": payload.len(),
+        "checksum": format!("sha256:{}", hex::encode(Sha256::digest(payload.as_bytes()))),
+    })
+}
+
+/// Runs the simulator forever.
+pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow::Result<()> {
+    let notify = Arc::new(Notify::new());
+    let clusters = Arc::new(Cache::default());
+    let snapshots = Arc::new(Cache::default());
+    let cluster_ar = ApiResource::erase::<EtcdCluster>(&());
+    let snapshot_ar = ApiResource::erase::<EtcdSnapshot>(&());
+    for (cache, ar, what) in [
+        (&clusters, cluster_ar.clone(), "etcd: watch EtcdCluster"),
+        (&snapshots, snapshot_ar.clone(), "etcd: watch EtcdSnapshot"),
+    ] {
+        tokio::spawn(cache.clone().watch(
+            client.clone(),
+            ar,
+            watcher::Config::default(),
+            notify.clone(),
+            readiness.register(what),
+            |_| {},
+        ));
+    }
+    loop {
+        notify.notified().await;
+        for ((ns, name), cluster) in clusters.snapshot() {
+            let Some(cond) = cluster_condition(&cluster) else {
+                continue;
+            };
+            let Some(conditions) = with_condition(&cluster["status"]["conditions"], cond, &now())
+            else {
+                continue;
+            };
+            patch_status(
+                &client,
+                &cluster_ar,
+                &clusters,
+                FIELD_MANAGER,
+                &ns,
+                &name,
+                json!({ "conditions": conditions }),
+            )
+            .await;
+        }
+        for ((ns, name), snapshot) in snapshots.snapshot() {
+            let cluster_name = snapshot["spec"]["clusterRef"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            let cluster = clusters.get(&ns, cluster_name);
+            let Some(mut next) = next_status(&snapshot, cluster.as_ref()) else {
+                continue;
+            };
+            if let Some(ready) = next.as_object_mut().and_then(|m| m.remove("ready")) {
+                let existing = &snapshot["status"]["conditions"];
+                next["conditions"] = match with_condition(existing, ready, &now()) {
+                    Some(list) => json!(list),
+                    None => existing.clone(),
+                };
+            }
+            tracing::info!(namespace = ns, name, phase = %next["phase"], "EtcdSnapshot");
+            patch_status(
+                &client,
+                &snapshot_ar,
+                &snapshots,
+                FIELD_MANAGER,
+                &ns,
+                &name,
+                next,
+            )
+            .await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(phase: &str) -> Value {
+        json!({"metadata": {"name": "nightly-x1", "uid": "u1"},
+               "spec": {"clusterRef": {"name": "etcd"},
+                        "destination": {"s3": {"bucket": "b", "key": "tenant-a/etcd"}}},
+               "status": {"phase": phase}})
+    }
+
+    fn cluster(annotations: Value) -> Value {
+        json!({"metadata": {"name": "etcd", "annotations": annotations}})
+    }
+
+    #[test]
+    fn clusters_report_quorum() {
+        let c = cluster_condition(&cluster(json!({}))).unwrap();
+        assert_eq!(
+            (c["status"].clone(), c["reason"].clone()),
+            (json!("True"), json!("QuorumHealthy"))
+        );
+        let mut healthy = cluster(json!({}));
+        healthy["status"] = json!({"conditions": [c]});
+        assert_eq!(cluster_condition(&healthy), None);
+        let lost = cluster_condition(&cluster(
+            json!({ANNOTATION_UNAVAILABLE: "2 of 3 members down"}),
+        ))
+        .unwrap();
+        assert_eq!(lost["message"], "2 of 3 members down");
+    }
+
+    #[test]
+    fn snapshots_move_through_the_operators_phases() {
+        let c = cluster(json!({}));
+        assert_eq!(
+            next_status(&snapshot(""), Some(&c)),
+            Some(json!({"phase": "Pending"}))
+        );
+        let missing = next_status(&snapshot("Pending"), None).unwrap();
+        assert_eq!(missing["phase"], "Failed");
+        assert_eq!(
+            missing["ready"]["message"],
+            "EtcdCluster \"etcd\" not found"
+        );
+        assert_eq!(
+            next_status(&snapshot("Pending"), Some(&c)).unwrap()["phase"],
+            "Started"
+        );
+        let done = next_status(&snapshot("Started"), Some(&c)).unwrap();
+        assert_eq!(done["phase"], "Complete");
+        assert_eq!(
+            done["artifact"]["uri"],
+            "s3://b/tenant-a/etcd/nightly-x1.db"
+        );
+        assert!(
+            done["artifact"]["checksum"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+        let failing = cluster(json!({ANNOTATION_FAIL_BACKUP: "x"}));
+        assert_eq!(
+            next_status(&snapshot("Started"), Some(&failing)).unwrap()["ready"]["reason"],
+            "JobFailed"
+        );
+        let hanging = cluster(json!({ANNOTATION_HANG: "true"}));
+        assert_eq!(next_status(&snapshot("Started"), Some(&hanging)), None);
+        assert_eq!(next_status(&snapshot("Complete"), Some(&c)), None);
+        assert_eq!(next_status(&snapshot("Failed"), Some(&c)), None);
+    }
+
+    #[test]
+    fn object_keys_as_the_agent_writes_them() {
+        assert_eq!(object_key("", "s"), "s.db");
+        assert_eq!(object_key("p/", "s"), "p/s.db");
+        assert_eq!(object_key("p", "s"), "p/s.db");
+    }
+}
