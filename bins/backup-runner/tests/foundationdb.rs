@@ -1,7 +1,7 @@
 //! End to end, the FoundationDB driver: the real `backup-runner` and `credentials-projector`
 //! against the emulator, with the simulated FoundationDB operator (`operator-sims --sims=fdb`).
 //! Success (the previous backup of the cluster stopped, the catalog Backup as upstream shapes it),
-//! the cluster gates, a missing agent Secret, a chart-rendered backup in the way, an operator that
+//! the cluster gates, a chart-rendered backup in the way, an operator that
 //! never reaches a restorable snapshot, a hanging one, the bootstrap window, a missing application
 //! and unprojected credentials.
 
@@ -29,8 +29,8 @@ fn strategies() -> ApiResource {
     ApiResource::erase::<api::strategy::FoundationDB>(&())
 }
 
-/// The platform's FoundationDB strategy (agents read the projected `cozy-backups-creds`), with the
-/// agent Secret named `secret`.
+/// The platform's FoundationDB strategy (the agents read the projected `cozy-backups-creds`, named
+/// `secret` here).
 fn template(secret: &str) -> Value {
     json!({
         "blobStoreConfiguration": {
@@ -223,31 +223,21 @@ async fn a_backup_succeeds_after_stopping_the_previous_one_of_the_cluster() {
         ),
         1.0
     );
-    p.assert_no_leaks("ad-hoc").await;
+    p.assert_clean("ad-hoc").await;
 
     // The next job of the cluster stops this one's agents in turn.
     p.job("ad-hoc-2", "FoundationDB", "ledger", "fdb").await;
     p.succeeded("ad-hoc-2").await;
     assert_eq!(backup_state(&p, fdb_name).await, "Stopped");
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cluster_gates_and_a_missing_agent_secret_wait_then_proceed() {
+async fn the_cluster_gates_wait_then_proceed() {
     let mut p = platform().await;
-    p.strategy(&strategies(), "fdb-own-secret", template("ledger-blob"))
-        .await;
-    p.class(
-        "fdb-own-secret",
-        "FoundationDB",
-        "FoundationDB",
-        "fdb-own-secret",
-        &[],
-    )
-    .await;
     app(&p, "ledger").await;
-    p.job("gated", "FoundationDB", "ledger", "fdb-own-secret")
-        .await;
+    p.job("gated", "FoundationDB", "ledger", "fdb").await;
     let waiting = p.reason("gated", "FoundationDBClusterNotReady").await;
     assert_eq!(
         ready_of(&waiting).1,
@@ -274,29 +264,22 @@ async fn the_cluster_gates_and_a_missing_agent_secret_wait_then_proceed() {
         ready_of(&waiting).1,
         "apps.foundationdb.org/FoundationDBCluster tenant-acme/foundationdb-ledger does not yet report spec.version"
     );
-    cluster(&p, "ledger", "7.3.63", json!({})).await;
-    let waiting = p.reason("gated", "MissingBlobCredentialsSecret").await;
-    assert_eq!(
-        ready_of(&waiting).1,
-        "Secret tenant-acme/ledger-blob referenced by the FoundationDB strategy's backupDeploymentPodTemplateSpec does not exist; create it before submitting the BackupJob"
-    );
     assert!(
         backups_of(&p, "gated").await.is_empty(),
         "nothing created while gated"
     );
-
-    p.h.create(
-        TENANT,
-        &k8s_openapi::api::core::v1::Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some("ledger-blob".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    )
-    .await;
+    cluster(&p, "ledger", "7.3.63", json!({})).await;
     p.succeeded("gated").await;
+
+    // The same gate ends at the deadline.
+    app(&p, "orphan").await;
+    p.job("orphan", "FoundationDB", "orphan", "fdb-quick").await;
+    assert_eq!(
+        p.failed("orphan").await,
+        "apps.foundationdb.org/FoundationDBCluster tenant-acme/foundationdb-orphan did not appear within 5s"
+    );
+    p.assert_clean("gated").await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -375,6 +358,7 @@ async fn a_chart_backup_in_the_way_an_operator_failure_and_a_hang_end_failed() {
         p.failed("stuck").await,
         "apps.foundationdb.org/FoundationDBBackup did not reach a restorable snapshot within 5s (no backupDetails observed)"
     );
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -415,5 +399,6 @@ async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials(
         .await
         .unwrap();
     p.succeeded("patient").await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

@@ -149,7 +149,8 @@ async fn a_backup_succeeds_with_the_catalog_entry_upstream_writes() {
     for reason in ["BackupRunning", "BackupCreated", "BackupSucceeded"] {
         assert!(reasons.iter().any(|r| r == reason), "{reasons:?}");
     }
-    p.assert_no_leaks("ad-hoc").await;
+    p.assert_clean("ad-hoc").await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -200,6 +201,7 @@ async fn the_waits_proceed_when_their_object_appears_and_fail_at_the_deadline() 
         p.failed("off").await,
         "psmdb.percona.com/PerconaServerMongoDB tenant-acme/mongodb-off not ready for backups within 5s: spec.backup.enabled is false; on-demand backups need the percona-backup-mongodb agents running (set backup.enabled=true on the MongoDB application)"
     );
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -234,6 +236,7 @@ async fn an_operator_error_and_a_hang_end_failed() {
         p.failed("stuck").await,
         "psmdb.percona.com PerconaServerMongoDBBackup did not complete within 5s (state=running)"
     );
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -272,5 +275,6 @@ async fn the_bootstrap_window_and_unprojected_credentials() {
         .await
         .unwrap();
     p.succeeded("patient").await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

@@ -235,7 +235,7 @@ async fn vm_and_disk_backups_succeed_and_deleting_the_backup_deletes_veleros() {
     assert_eq!(catalog["status"].get("underlyingResources"), None);
     assert_eq!(catalog["spec"]["strategyRef"]["name"], "disk");
 
-    p.assert_no_leaks("nightly").await;
+    p.assert_clean("nightly").await;
 
     // Deleting the catalog entry asks Velero to delete its backup (and the data in the bucket).
     let catalog_api: kube::Api<api::backups::Backup> = kube::Api::namespaced(p.h.client(), TENANT);
@@ -263,6 +263,7 @@ async fn vm_and_disk_backups_succeed_and_deleting_the_backup_deletes_veleros() {
         },
     )
     .await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -327,6 +328,7 @@ async fn failed_uploads_a_failed_backup_and_a_hanging_one_explain_themselves() {
             vb["metadata"]["name"].as_str().unwrap()
         )
     );
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -356,6 +358,7 @@ async fn a_create_velero_refuses_fails_the_job_with_a_warning_event() {
         warnings.contains(&"BackupFailed".to_owned()),
         "{warnings:?}"
     );
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }
 
@@ -412,5 +415,6 @@ async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials(
     assert!(velero_of(&p, "patient").await.is_empty());
     p.h.restart("credentials-projector", WAIT).await.unwrap();
     p.succeeded("patient").await;
+    p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

@@ -6,7 +6,6 @@
 //!  ─► FoundationDBCluster foundationdb-<app>: exists / health.available / spec.version
 //!     (Ready=False FoundationDBClusterNotReady / …NotAvailable / …VersionUnknown until the deadline)
 //!  ─► a chart-rendered FoundationDBBackup Running against the cluster: Failed
-//!  ─► a Secret the agent pod template needs is missing: Ready=False MissingBlobCredentialsSecret
 //!  ─► no FoundationDBBackup of the job yet: stop every other driver-made one of the cluster
 //!     (backupState=Stopped), then create <job>-xxxxx
 //!  ─► phase Running ─► restorable: catalog Backup + Succeeded
@@ -15,20 +14,21 @@
 //! ```
 //!
 //! Observation is from the caches, except right before the create, when the namespace's
-//! FoundationDBBackups are listed fresh (the stops just made must be seen), and the Secrets, whose
-//! existence is checked by metadata only (no value is ever read). Nothing watches Secrets, so a
-//! missing one is looked for again every [`SECRET_RECHECK`].
+//! FoundationDBBackups are listed fresh (the stops just made must be seen).
+//!
+//! Upstream also waits (`MissingBlobCredentialsSecret`) while a Secret the agent pod template
+//! needs does not exist. The runner has no access to Secrets at all (least privilege), so it does
+//! not: a missing agent Secret shows as the operator's progress never reaching a restorable
+//! snapshot (`FoundationDBBackupRunning`), and the job fails at its deadline with that progress.
 
 use std::time::Duration;
 
 use api::contract::{phases, reasons};
 use drivers::foundationdb as d;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 use serde_json::Value as Json;
 
 use super::{Run, Step};
-use crate::context::{Context, Error, api_err};
+use crate::context::{Context, Error};
 
 /// Cache label of FoundationDBClusters.
 pub const CLUSTERS: &str = "fdb.FoundationDBCluster";
@@ -36,8 +36,6 @@ pub const CLUSTERS: &str = "fdb.FoundationDBCluster";
 pub const BACKUPS: &str = "fdb.FoundationDBBackup";
 /// Cache label of FoundationDB applications.
 pub const APPS: &str = "apps.FoundationDB";
-/// How often a missing agent Secret is looked for again (upstream's poll interval).
-pub const SECRET_RECHECK: Duration = Duration::from_secs(10);
 
 /// What is observed for one job.
 #[derive(Debug, Clone, Default)]
@@ -50,8 +48,6 @@ pub struct Observed {
     pub cluster: Option<Json>,
     /// Every FoundationDBBackup of the job's namespace.
     pub backups: Vec<Json>,
-    /// The first Secret the rendered agent pod template needs that does not exist.
-    pub missing_secret: Option<String>,
 }
 
 /// What the driver does next: a step, and possibly a best-effort stop of the job's own
@@ -80,7 +76,7 @@ fn cluster_usable(cluster: Option<&Json>) -> bool {
     })
 }
 
-/// Observes: the caches, plus the fresh reads described in the module header.
+/// Observes: the caches, plus the fresh list described in the module header.
 pub async fn observe(ctx: &Context, run: &Run<'_>) -> Result<Observed, Error> {
     let ns = run.namespace();
     let app_name = &run.job.spec.application_ref.name;
@@ -92,30 +88,15 @@ pub async fn observe(ctx: &Context, run: &Run<'_>) -> Result<Observed, Error> {
         app: ctx.caches.object(APPS, &ns, app_name),
         cluster: ctx.caches.object(CLUSTERS, &ns, &d::cluster_name(app_name)),
         backups: ctx.caches.labelled(BACKUPS, &ns, &[]),
-        missing_secret: None,
     };
-    let (Some(template), Some(app)) = (&o.template, &o.app) else {
-        return Ok(o);
-    };
-    if run.status.started_at.is_none() || !cluster_usable(o.cluster.as_ref()) {
-        return Ok(o);
-    }
+    let ready_to_create = run.status.started_at.is_some()
+        && o.template.is_some()
+        && o.app.is_some()
+        && cluster_usable(o.cluster.as_ref());
     let name = run.name();
-    if !o.backups.iter().any(|b| d::owned_by(b, &ns, &name)) {
+    if ready_to_create && !o.backups.iter().any(|b| d::owned_by(b, &ns, &name)) {
         let resource = ctx.caches.resource(BACKUPS);
         o.backups = ctx.list_fresh(&resource, &ns, &[]).await?;
-    }
-    let rendered = d::render_template(template, app, &run.resolved.parameters);
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    for secret in d::required_secrets(&rendered) {
-        let found = secrets
-            .get_metadata_opt(&secret)
-            .await
-            .map_err(api_err("get", format!("Secret {ns}/{secret}")))?;
-        if found.is_none() {
-            o.missing_secret = Some(secret);
-            break;
-        }
     }
     Ok(o)
 }
@@ -209,25 +190,6 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
                 "conflicting in-chart FoundationDBBackup {ns}/{conflict} is Running against cluster {cluster_name:?}; disable the chart's backup.enabled and delete that CR before using the BackupClass flow"
             ))
             .into();
-    }
-    if let Some(secret) = &o.missing_secret {
-        let what = format!(
-            "Secret {ns}/{secret} referenced by the FoundationDB strategy's backupDeploymentPodTemplateSpec"
-        );
-        let mut step = run.wait(
-            reasons::MISSING_BLOB_CREDENTIALS_SECRET,
-            format!("{what} does not exist; create it before submitting the BackupJob"),
-            false,
-            run.deadline,
-            late(format!("{what} did not appear"), run.deadline),
-        );
-        if let Step::Status {
-            recheck: Some(r), ..
-        } = &mut step
-        {
-            *r = (*r).min(SECRET_RECHECK);
-        }
-        return step.into();
     }
     let mut mine: Vec<&Json> = o
         .backups
@@ -392,7 +354,6 @@ mod tests {
                                  "spec": {"version": "7.3.63"},
                                  "status": {"health": {"available": true}}})),
             backups: vec![],
-            missing_secret: None,
         }
     }
 
@@ -452,14 +413,6 @@ mod tests {
                 "apps.foundationdb.org/FoundationDBCluster tenant/foundationdb-fdb-src did not report spec.version within 6h0m0s"
             )
         );
-        let mut o = observed();
-        o.missing_secret = Some("blob-creds".into());
-        let step = decide(&run(&f, None, 1), &o).step;
-        assert_eq!(
-            ready(&step).1,
-            "Secret tenant/blob-creds referenced by the FoundationDB strategy's backupDeploymentPodTemplateSpec does not exist; create it before submitting the BackupJob"
-        );
-        assert!(matches!(step, Step::Status { recheck: Some(r), .. } if r == SECRET_RECHECK));
     }
 
     #[test]

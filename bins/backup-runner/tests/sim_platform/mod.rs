@@ -300,9 +300,16 @@ impl Platform {
         .await
     }
 
-    /// Asserts that no credential of the platform bucket reached the runner's log, the job's
-    /// Events or the metrics.
-    pub(crate) async fn assert_no_leaks(&mut self, job: &str) {
+    /// Asserts that every API call the runner made is allowed by `deploy/backup-runner/rbac.yaml`.
+    pub(crate) fn assert_rbac(&self) {
+        harness::rbac::assert_allowed(&self.h.audit(), "backup-runner");
+    }
+
+    /// Asserts that every API call the runner made is allowed by `deploy/backup-runner/rbac.yaml`,
+    /// and that no credential of the platform bucket reached the runner's log, the job's Events or
+    /// the metrics.
+    pub(crate) async fn assert_clean(&mut self, job: &str) {
+        harness::rbac::assert_allowed(&self.h.audit(), "backup-runner");
         let events = format!("{:?}", self.events(job).await);
         let log = self.h.daemon("backup-runner").unwrap().log();
         harness::leak::assert_no_leaks(
