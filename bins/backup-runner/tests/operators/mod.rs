@@ -31,8 +31,10 @@ pub fn bin(name: &str) -> PathBuf {
 pub struct Platform {
     /// The emulator and the daemons.
     pub h: Harness,
-    /// The runner's admin server.
+    /// The (first) runner's admin server.
     pub runner: Admin,
+    /// Every runner's name and admin server.
+    pub runners: Vec<(String, Admin)>,
 }
 
 impl Platform {
@@ -42,6 +44,25 @@ impl Platform {
         namespaces: &[&str],
         sims: &str,
         runner_args: &[&str],
+        projector: bool,
+    ) -> Platform {
+        let runner = DaemonSpec::new("backup-runner", bin("backup-runner"))
+            .args(runner_args.iter().copied());
+        Self::start_with(
+            namespaces,
+            sims,
+            async |_: &mut Harness| vec![runner],
+            projector,
+        )
+        .await
+    }
+
+    /// As [`Platform::start`], with the runners `runners` returns (given the harness, e.g. to start
+    /// a lease server first).
+    pub async fn start_with(
+        namespaces: &[&str],
+        sims: &str,
+        runners: impl AsyncFnOnce(&mut Harness) -> Vec<DaemonSpec>,
         projector: bool,
     ) -> Platform {
         let mut h = Harness::start().await.unwrap();
@@ -62,18 +83,23 @@ impl Platform {
         if projector {
             h.spawn_ready(projector_spec(), WAIT).await.unwrap();
         }
-        let runner = h
-            .spawn_ready(
-                DaemonSpec::new("backup-runner", bin("backup-runner"))
-                    .args(runner_args.iter().copied()),
-                WAIT,
-            )
-            .await
-            .unwrap()
-            .admin()
-            .await
-            .unwrap();
-        Platform { h, runner }
+        let mut admins = Vec::new();
+        for spec in runners(&mut h).await {
+            let name = spec.name.clone();
+            let admin = h
+                .spawn_ready(spec, WAIT)
+                .await
+                .unwrap()
+                .admin()
+                .await
+                .unwrap();
+            admins.push((name, admin));
+        }
+        Platform {
+            h,
+            runner: admins[0].1.clone(),
+            runners: admins,
+        }
     }
 
     /// Starts the credentials projector (when the platform started without it).

@@ -1,0 +1,231 @@
+//! Benchmark of backup-runner (not a test; run through hack/bench/backup-runner/run.sh).
+//!
+//! Against an in-process emulator, with the real daemon binaries (runner, strategy-renderer,
+//! credentials-projector, lease-server, the simulated mariadb-operator completing every backup at
+//! once): 1,000 BackupJobs created back to back across 100 namespaces. Per job, the time from its
+//! create call to a watch showing it `Succeeded`; jobs per second from the first create to the
+//! last success; the runners' RSS. Run once with one replica (single-replica mode: the baseline)
+//! and once with three replicas sharing the work through the lease-server, each on a fresh
+//! emulator; the ratios compare the two.
+//!
+//! Everything shares the machine's cores (the emulator runs in this process), so absolute figures
+//! include the emulator's and the simulators' cost; the ratios are what to compare across machines.
+
+#[path = "../tests/operators/mod.rs"]
+mod operators;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use api::backups::BackupJob;
+use api::thirdparty::mariadb::MariaDB;
+use futures::StreamExt;
+use harness::DaemonSpec;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use operators::{Platform, app, bin};
+use serde_json::json;
+
+const NAMESPACES: usize = 100;
+const PER_NAMESPACE: usize = 10;
+const JOBS: usize = NAMESPACES * PER_NAMESPACE;
+
+struct Figures {
+    replicas: usize,
+    jobs_per_second: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    rss: Vec<(String, String)>,
+    failures: Vec<(String, String)>,
+}
+
+fn rss(pid: Option<u32>) -> String {
+    let Some(pid) = pid else { return "?".into() };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l[name.len()..].trim().to_owned())
+            .unwrap_or_else(|| "?".into())
+    };
+    format!("VmRSS {} (peak VmHWM {})", field("VmRSS:"), field("VmHWM:"))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn run(replicas: usize) -> anyhow::Result<Figures> {
+    let names: Vec<String> = (0..NAMESPACES).map(|i| format!("bench-{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut p = Platform::start_with(
+        &refs,
+        "mariadb",
+        async |h: &mut harness::Harness| {
+            let base = DaemonSpec::new("runner-0", bin("backup-runner"));
+            if replicas == 1 {
+                return vec![base];
+            }
+            let grpc = h
+                .spawn_lease_server(
+                    DaemonSpec::new("lease-server", bin("lease-server")).args([
+                        "--namespace",
+                        "default",
+                        "--max-ttl",
+                        "15s",
+                    ]),
+                    operators::WAIT,
+                )
+                .await
+                .unwrap();
+            (0..replicas)
+                .map(|i| {
+                    let who = format!("runner-{i}");
+                    DaemonSpec::new(&who, bin("backup-runner")).args([
+                        "--lease-endpoint".to_owned(),
+                        grpc.clone(),
+                        "--identity".to_owned(),
+                        who.clone(),
+                    ])
+                })
+                .collect()
+        },
+        true,
+    )
+    .await;
+    for ns in &names {
+        p.put::<api::thirdparty::apps::MariaDB>(
+            ns,
+            app("MariaDB", ns, "db", json!({"replicas": 1})),
+        )
+        .await;
+        p.put::<MariaDB>(
+            ns,
+            json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+                   "metadata": {"name": "mariadb-db", "namespace": ns}, "spec": {"replicas": 1}}),
+        )
+        .await;
+    }
+
+    // Steady state: a fresh lease-server grants nothing for one max TTL (its quiet period); wait
+    // until it granted the runners' leadership lease.
+    if replicas > 1 {
+        let admin = p.h.daemon("lease-server")?.admin().await?;
+        harness::eventually_within(
+            "the lease-server granting",
+            Duration::from_secs(60),
+            || async {
+                (admin
+                    .metrics()
+                    .value("cozy_backups_lease_server_leases_held", &[])
+                    >= 1.0)
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
+    // A watch records when each job is first seen Succeeded.
+    let done: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let watch = {
+        let done = done.clone();
+        let jobs: Api<BackupJob> = Api::all(p.h.client());
+        tokio::spawn(async move {
+            let mut events = watcher(jobs, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(job)) = events.next().await {
+                if job.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded") {
+                    let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+                    let mut done = done.lock().unwrap();
+                    done.entry(key).or_insert_with(Instant::now);
+                    if done.len() == JOBS {
+                        return;
+                    }
+                }
+            }
+        })
+    };
+
+    let mut created = HashMap::new();
+    let first = Instant::now();
+    for i in 0..PER_NAMESPACE {
+        for ns in &names {
+            let name = format!("job-{i}");
+            created.insert(format!("{ns}/{name}"), Instant::now());
+            p.backup(ns, &name, "MariaDB", "db", "cozy-default").await;
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(900), watch).await??;
+    let done = done.lock().unwrap().clone();
+    let last = done.values().max().copied().unwrap_or(first);
+    let mut latencies: Vec<Duration> = done
+        .iter()
+        .filter_map(|(k, t)| created.get(k).map(|c| t.saturating_duration_since(*c)))
+        .collect();
+    latencies.sort();
+    let mut h = p.h;
+    let mut rss_of = Vec::new();
+    let mut failures = Vec::new();
+    for (name, admin) in &p.runners {
+        rss_of.push((name.clone(), rss(h.daemon(name)?.pid())));
+        let m = admin.metrics();
+        let by_kind: Vec<String> = m
+            .samples()
+            .iter()
+            .filter(|s| {
+                s.name == "cozy_backups_backup_runner_reconcile_failures_total" && s.value > 0.0
+            })
+            .map(|s| format!("{:?}={}", s.labels, s.value))
+            .collect();
+        failures.push((name.clone(), by_kind.join(", ")));
+    }
+    Ok(Figures {
+        replicas,
+        jobs_per_second: JOBS as f64 / last.duration_since(first).as_secs_f64(),
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        max: *latencies.last().unwrap(),
+        rss: rss_of,
+        failures,
+    })
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    println!(
+        "backup-runner: {JOBS} BackupJobs across {NAMESPACES} namespaces (MariaDB, simulated operator)"
+    );
+    // `backup-runner-bench 3` runs only the three-replica case (for profiling).
+    let counts: Vec<usize> = match std::env::args().nth(1) {
+        Some(n) => vec![n.parse()?],
+        None => vec![1, 3],
+    };
+    let mut all = Vec::new();
+    for replicas in counts {
+        let f = run(replicas).await?;
+        println!(
+            "  {} replica(s): {:.1} jobs/s; creation → Succeeded median {:?}, p99 {:?}, max {:?}",
+            f.replicas, f.jobs_per_second, f.p50, f.p99, f.max
+        );
+        for ((name, rss), (_, failures)) in f.rss.iter().zip(&f.failures) {
+            println!("    {name}: {rss}; reconcile failures: {failures}");
+        }
+        all.push(f);
+    }
+    let [one, three] = all.as_slice() else {
+        return Ok(());
+    };
+    println!(
+        "  ratio 3 replicas / 1 replica: throughput ×{:.2}, median latency ×{:.2}, p99 latency ×{:.2}",
+        three.jobs_per_second / one.jobs_per_second,
+        three.p50.as_secs_f64() / one.p50.as_secs_f64(),
+        three.p99.as_secs_f64() / one.p99.as_secs_f64(),
+    );
+    Ok(())
+}
