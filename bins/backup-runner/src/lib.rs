@@ -235,7 +235,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
     );
 
-    let (jobs_store, jobs) = Watch::<BackupJob>::new(client.clone()).reflect(&wctx);
+    // managedFields are never read here: they stay out of memory (one copy per cached object).
+    let (jobs_store, jobs) = Watch::<BackupJob>::new(client.clone())
+        .strip(|o| o.metadata.managed_fields = None)
+        .reflect(&wctx);
     let mut controller = Controller::for_stream(jobs, jobs_store.clone())
         .with_config(ControllerConfig::default().concurrency(args.runner.concurrency));
 
@@ -368,7 +371,9 @@ fn route_events(
 
 /// The Backup finalizer controller; every Backup is re-evaluated when this replica wins leadership.
 async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: &WatchContext) {
-    let (store, backups) = Watch::<Backup>::new(client.clone()).reflect(wctx);
+    let (store, backups) = Watch::<Backup>::new(client.clone())
+        .strip(|o| o.metadata.managed_fields = None)
+        .reflect(wctx);
     let leadership = tokio_stream_of(leader.subscribe());
     let ctx = Arc::new(catalog::Context {
         client,
@@ -403,7 +408,9 @@ async fn plan_controller(
     args: &Args,
     wctx: &WatchContext,
 ) {
-    let (store, plans) = Watch::<Plan>::new(client.clone()).reflect(wctx);
+    let (store, plans) = Watch::<Plan>::new(client.clone())
+        .strip(|o| o.metadata.managed_fields = None)
+        .reflect(wctx);
     let leadership = tokio_stream_of(leader.subscribe());
     let recorder = Recorder::new(
         client.clone(),
