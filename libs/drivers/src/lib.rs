@@ -23,6 +23,7 @@ pub mod foundationdb;
 pub mod job;
 pub mod mariadb;
 pub mod mongodb;
+pub mod restore;
 pub mod status;
 pub mod template;
 pub mod velero;

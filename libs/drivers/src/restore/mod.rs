@@ -1,0 +1,259 @@
+//! The restore-orchestrator's pure decisions: what to do next with a RestoreJob, as functions over
+//! what an executor observed. No client, no clock: the executor reads the objects, passes `now`, and
+//! performs the returned [`Step`], then observes again.
+//!
+//! ```text
+//!  job      the top level: finalizer, Backup lookup, group/kind gates, the projector's verdict,
+//!           dispatch by the Backup's strategy kind; also the shared failure/StrategyNotReady steps
+//!  options  spec.options per driver, with upstream's tolerance rules and Events
+//!  cnpg     the CNPG restore state machine (PITR pre-flight, WAL gate, safety backup, suspend,
+//!           patch, purge exactly once, resume, health before deadline, log classification)
+//! ```
+//!
+//! Invariants: every decision is re-derived from persisted state (the job's status and the
+//! cluster's objects), so an executor can stop at any instant and the next pass continues; every
+//! wait carries a deadline that ends in a `Failed` status with an explanation; no Secret value is
+//! ever copied into a status, an Event or a patch built here.
+
+pub mod cnpg;
+pub mod job;
+pub mod options;
+
+use std::time::Duration;
+
+use api::backups::RestoreJobStatus;
+use serde_json::Value as Json;
+
+/// The type of a Kubernetes Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+/// An Event to record on the RestoreJob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// The reason (CamelCase, a contract string).
+    pub reason: &'static str,
+    /// The note.
+    pub note: String,
+}
+
+impl Event {
+    /// A Warning Event.
+    pub fn warning(reason: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Warning,
+            reason,
+            note: note.into(),
+        }
+    }
+
+    /// A Normal Event.
+    pub fn normal(reason: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Normal,
+            reason,
+            note: note.into(),
+        }
+    }
+}
+
+/// A named object an action works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    /// `group/version` (or `v1`).
+    pub api_version: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The objects of one kind in one namespace carrying every one of `labels`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// `group/version` (or `v1`).
+    pub api_version: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// The namespace.
+    pub namespace: String,
+    /// Label equalities, all required.
+    pub labels: Vec<(String, String)>,
+}
+
+/// One write or read an executor performs for a decision. Every action is idempotent as described
+/// on its variant, so repeating it after a crash is harmless.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Set a Flux HelmRelease's `spec.suspend`. A missing HelmRelease, or one already at the value,
+    /// is a no-op.
+    SetSuspend {
+        /// The HelmRelease.
+        release: ObjectRef,
+        /// The desired `spec.suspend`.
+        suspend: bool,
+    },
+    /// JSON-merge-patch an object under `field_manager`.
+    MergePatch {
+        /// The object.
+        target: ObjectRef,
+        /// The merge patch.
+        patch: Json,
+        /// The field manager of the write.
+        field_manager: &'static str,
+    },
+    /// Delete an object; NotFound counts as done.
+    Delete(ObjectRef),
+    /// Delete every object of a selection; none counts as done.
+    DeleteAll(Selection),
+    /// Create an object (the body names it); AlreadyExists counts as done.
+    Create(Json),
+    /// Read the last `tail_lines` lines of `container` in each pod (in this order) and pass the
+    /// results back as observed logs.
+    ReadLogs {
+        /// The pods' namespace.
+        namespace: String,
+        /// Pod names, newest first.
+        pods: Vec<String>,
+        /// The container.
+        container: &'static str,
+        /// How many lines from the end.
+        tail_lines: i64,
+    },
+}
+
+/// What happens when an [`Action`] is refused by the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnError {
+    /// The job fails with `<prefix>: <error>`.
+    pub prefix: &'static str,
+    /// A HelmRelease to resume (best effort) before failing.
+    pub resume: Option<ObjectRef>,
+}
+
+/// A best-effort cleanup action run while a RestoreJob is deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cleanup {
+    /// The action.
+    pub action: Action,
+    /// When it fails: a Warning Event `(reason, note prefix)` (`<prefix>: <error>`), or nothing.
+    pub on_error: Option<(&'static str, &'static str)>,
+}
+
+/// The strategy kinds a restore dispatches to, in upstream's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// Generic batch Job.
+    Job,
+    /// Velero (VMInstance / VMDisk).
+    Velero,
+    /// CloudNativePG with barman-cloud.
+    Cnpg,
+    /// clickhouse-backup.
+    Altinity,
+    /// mariadb-operator.
+    MariaDb,
+    /// Percona Server for MongoDB.
+    MongoDb,
+    /// FoundationDB operator.
+    FoundationDb,
+    /// etcd-operator.
+    Etcd,
+}
+
+impl Driver {
+    /// The driver of a strategy kind, if it is one of ours.
+    pub fn from_kind(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "Job" => Self::Job,
+            "Velero" => Self::Velero,
+            "CNPG" => Self::Cnpg,
+            "Altinity" => Self::Altinity,
+            "MariaDB" => Self::MariaDb,
+            "MongoDB" => Self::MongoDb,
+            "FoundationDB" => Self::FoundationDb,
+            "Etcd" => Self::Etcd,
+            _ => return None,
+        })
+    }
+
+    /// The strategy kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Job => "Job",
+            Self::Velero => "Velero",
+            Self::Cnpg => "CNPG",
+            Self::Altinity => "Altinity",
+            Self::MariaDb => "MariaDB",
+            Self::MongoDb => "MongoDB",
+            Self::FoundationDb => "FoundationDB",
+            Self::Etcd => "Etcd",
+        }
+    }
+}
+
+/// What to do next with a RestoreJob.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Add the `backups.cozystack.io/cleanup` finalizer, then decide again.
+    AddFinalizer,
+    /// The job is being deleted: run each cleanup (best effort, failures never block), then remove
+    /// the finalizer.
+    Finalize(Vec<Cleanup>),
+    /// Run the restore driver of this kind.
+    Dispatch(Driver),
+    /// Write the whole status, record the Events, and stop; decide again on the next change or
+    /// after `requeue` (a deadline or a poll of something that sends no event).
+    Status {
+        /// The new status.
+        status: RestoreJobStatus,
+        /// Events to record.
+        events: Vec<Event>,
+        /// When to look again without an event.
+        requeue: Option<Duration>,
+    },
+    /// Record the Events, perform the action, then observe again and decide anew. A refusal fails
+    /// the job as `on_error` says.
+    Act {
+        /// The action.
+        action: Action,
+        /// Events to record before it.
+        events: Vec<Event>,
+        /// What a refusal means.
+        on_error: OnError,
+    },
+    /// Nothing to write: record the Events and wait for a change or `requeue`.
+    Wait {
+        /// Events to record.
+        events: Vec<Event>,
+        /// When to look again without an event.
+        requeue: Option<Duration>,
+    },
+}
+
+impl Step {
+    /// Waiting for the next change, with nothing to record.
+    pub fn idle() -> Self {
+        Self::Wait {
+            events: Vec::new(),
+            requeue: None,
+        }
+    }
+}
+
+/// Time from `since` to `now` (zero when `now` is earlier).
+pub fn elapsed(
+    since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Duration {
+    Duration::try_from(now.0.duration_since(since.0)).unwrap_or_default()
+}
