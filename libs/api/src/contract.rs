@@ -46,6 +46,11 @@ pub mod labels {
     pub const APPLICATION_GROUP: &str = "apps.cozystack.io/application.group";
     /// Application name label on HelmReleases and workloads.
     pub const APPLICATION_NAME: &str = "apps.cozystack.io/application.name";
+    /// Ours: marks a cnpg Backup and its catalog `Backup` taken by a RestoreJob of the live
+    /// database just before an in-place restore purged it (value `"true"`).
+    pub const SAFETY_BACKUP: &str = "backups.cozystack.io/safety-backup";
+    /// Ours: the RestoreJob a safety backup was taken for.
+    pub const SAFETY_BACKUP_FOR: &str = "backups.cozystack.io/safety-backup.RestoreJobName";
 }
 
 /// Annotations.
@@ -113,6 +118,11 @@ pub mod condition_types {
     pub const RECOVERY_CONVERGED: &str = "RecoveryConverged";
     /// RestoreJob: Etcd captured the live cluster spec before purging it.
     pub const ETCD_CLUSTER_SPEC_CAPTURED: &str = "EtcdClusterSpecCaptured";
+    /// Ours, RestoreJob (CNPG): the requested `recoveryTime` was checked against the recoverable
+    /// window of the archive before anything was changed.
+    pub const RECOVERY_WINDOW_CHECKED: &str = "RecoveryWindowChecked";
+    /// Ours, RestoreJob (CNPG in place): the live database was backed up before the purge.
+    pub const SAFETY_BACKUP_READY: &str = "SafetyBackupReady";
     /// Plan: the cron schedule does not parse (`PlanConditionError`).
     pub const PLAN_ERROR: &str = "Error";
 }
@@ -189,6 +199,23 @@ pub mod reasons {
     pub const RECOVERY_CONVERGED: &str = "RecoveryConverged";
     /// RestoreJob `EtcdClusterSpecCaptured=True`.
     pub const SPEC_CAPTURED: &str = "SpecCaptured";
+    /// Ours, RestoreJob (CNPG PITR, terminal): the recovery target lies before the oldest base
+    /// backup in the archive (on `Ready` and `RecoveryWindowChecked=False`).
+    pub const RECOVERY_TARGET_BEFORE_WINDOW: &str = "RecoveryTargetBeforeWindow";
+    /// Ours, `RecoveryWindowChecked=True`: the target lies inside the known window.
+    pub const RECOVERY_TARGET_IN_WINDOW: &str = "RecoveryTargetInWindow";
+    /// Ours, `RecoveryWindowChecked=True`: the target lies after the newest archived point known
+    /// now (allowed; the archiver may catch up).
+    pub const RECOVERY_TARGET_AFTER_WINDOW: &str = "RecoveryTargetAfterWindow";
+    /// Ours, `RecoveryWindowChecked=True`: no window could be computed (nothing reported yet).
+    pub const RECOVERY_WINDOW_UNKNOWN: &str = "RecoveryWindowUnknown";
+    /// Ours, `SafetyBackupReady=False`: the safety backup is being taken.
+    pub const SAFETY_BACKUP_RUNNING: &str = "SafetyBackupRunning";
+    /// Ours, `SafetyBackupReady=True`: the safety backup is in the catalog.
+    pub const SAFETY_BACKUP_COMPLETED: &str = "SafetyBackupCompleted";
+    /// Ours, `SafetyBackupReady=False` (terminal): the safety backup failed or timed out, so the
+    /// live database was not purged.
+    pub const SAFETY_BACKUP_FAILED: &str = "SafetyBackupFailed";
 
     // Credentials projection (`CredentialsProjected` condition and failure metric labels).
     /// The source Secret does not exist (transient).
@@ -243,6 +270,12 @@ pub mod event_reasons {
     pub const VELERO_RESTORE_CREATED: &str = "VeleroRestoreCreated";
     /// RestoreJob (Velero): creating the Velero Restore failed.
     pub const VELERO_RESTORE_CREATION_FAILED: &str = "VeleroRestoreCreationFailed";
+    /// Ours, RestoreJob (CNPG in place): the safety backup was started.
+    pub const SAFETY_BACKUP_STARTED: &str = "SafetyBackupStarted";
+    /// Ours, RestoreJob (CNPG in place): the safety backup is in the catalog.
+    pub const SAFETY_BACKUP_COMPLETED: &str = "SafetyBackupCompleted";
+    /// Ours, RestoreJob (CNPG in place): the safety backup failed; the purge was refused.
+    pub const SAFETY_BACKUP_FAILED: &str = "SafetyBackupFailed";
     /// Strategy renderer: its configuration ConfigMap was rejected.
     pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 }
@@ -300,6 +333,13 @@ mod tests {
             reasons::CRON_SPEC_VALID,
             reasons::CREDENTIALS_PROJECTION_PENDING,
             reasons::RECOVERY_TARGET_UNREACHABLE,
+            reasons::RECOVERY_TARGET_BEFORE_WINDOW,
+            reasons::RECOVERY_TARGET_IN_WINDOW,
+            reasons::RECOVERY_TARGET_AFTER_WINDOW,
+            reasons::RECOVERY_WINDOW_UNKNOWN,
+            reasons::SAFETY_BACKUP_RUNNING,
+            reasons::SAFETY_BACKUP_COMPLETED,
+            reasons::SAFETY_BACKUP_FAILED,
             reasons::PROJECTED,
             reasons::API_ERROR,
         ] {

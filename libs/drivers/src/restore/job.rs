@@ -103,9 +103,9 @@ pub fn strategy_not_ready(status: &RestoreJobStatus, strategy: &str, now: &Time)
             now,
         );
     }
-    let mut status = status.clone();
+    let mut next = status.clone();
     crate::status::wait(
-        &mut status,
+        &mut next,
         reasons::STRATEGY_NOT_READY,
         &format!(
             "Strategy {strategy:?} referenced by Backup is not yet provisioned; the platform may still be initialising backup storage"
@@ -113,15 +113,16 @@ pub fn strategy_not_ready(status: &RestoreJobStatus, strategy: &str, now: &Time)
         false,
         now,
     );
-    Step::Status {
+    super::write_or_wait(
         status,
-        events: Vec::new(),
-        requeue: Some(
+        next,
+        Vec::new(),
+        Some(
             STRATEGY_NOT_READY_DEADLINE
                 .saturating_sub(spent)
                 .max(Duration::from_secs(1)),
         ),
-    }
+    )
 }
 
 /// The application a restore writes into: the Backup's, with the non-empty name of

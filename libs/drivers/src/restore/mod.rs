@@ -250,6 +250,24 @@ impl Step {
     }
 }
 
+/// Writes `next` unless it equals `current`, in which case only records the Events and waits.
+pub fn write_or_wait(
+    current: &RestoreJobStatus,
+    next: RestoreJobStatus,
+    events: Vec<Event>,
+    requeue: Option<Duration>,
+) -> Step {
+    if *current == next {
+        Step::Wait { events, requeue }
+    } else {
+        Step::Status {
+            status: next,
+            events,
+            requeue,
+        }
+    }
+}
+
 /// Time from `since` to `now` (zero when `now` is earlier).
 pub fn elapsed(
     since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
