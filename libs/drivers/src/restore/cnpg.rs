@@ -771,8 +771,13 @@ pub fn decide(o: &Observed<'_>) -> Step {
         .is_some_and(|hr| hr["spec"]["suspend"] == json!(true));
 
     if !purged && !fresh {
-        // 12.0 (ours) PITR pre-flight, before anything is changed.
-        if !options.recovery_time.is_empty() {
+        // 12.0 (ours) PITR pre-flight, before anything is changed. Checked once and persisted
+        //      before going on: a later pass (the source's ObjectStore may be gone with its purged
+        //      Cluster) must never turn a started restore into a rejection.
+        if !options.recovery_time.is_empty()
+            && find_condition(&status.conditions, condition_types::RECOVERY_WINDOW_CHECKED)
+                .is_none()
+        {
             let raw = &options.recovery_time;
             let when = match parse_rfc3339(raw) {
                 Ok(t) => Time(t),
@@ -816,19 +821,19 @@ pub fn decide(o: &Observed<'_>) -> Step {
                     (ConditionStatus::True, reasons::RECOVERY_WINDOW_UNKNOWN, m)
                 }
             };
-            // Recorded once, before the first mutation; later passes keep the first verdict.
-            if find_condition(&status.conditions, condition_types::RECOVERY_WINDOW_CHECKED)
-                .is_none()
-            {
-                set(
-                    &mut status,
-                    condition_types::RECOVERY_WINDOW_CHECKED,
-                    s,
-                    reason,
-                    &message,
-                    now,
-                );
-            }
+            set(
+                &mut status,
+                condition_types::RECOVERY_WINDOW_CHECKED,
+                s,
+                reason,
+                &message,
+                now,
+            );
+            return Step::Status {
+                status,
+                events: Vec::new(),
+                requeue: None,
+            };
         }
 
         // 12a. The WAL-archive gate.
@@ -1529,6 +1534,7 @@ mod tests {
         assert_eq!(
             w.log,
             vec![
+                "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow",
                 "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp",
                 "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=False/SafetyBackupRunning",
                 "create Backup rj-safety",
@@ -1589,6 +1595,9 @@ mod tests {
             ),
             "the safety entry is restorable and carries no password"
         );
+        // The purged Cluster took its ObjectStore with it: the window is not checked again.
+        w.object_store = None;
+        w.catalog.clear();
         // The chart re-renders a recovery Cluster after startedAt: never purged again.
         w.cluster = Some({
             let mut c = live_cluster("2026-03-01T10:01:00Z", true);
