@@ -597,12 +597,14 @@ pub fn safety_catalog_backup(
         recoverable_window: driver::recoverable_window(completed, object_store, &server),
         ..Default::default()
     };
-    let mut fake_job = api::backups::BackupJob::default();
-    fake_job.metadata.name = Some(name);
-    fake_job.metadata.namespace = Some(t.namespace.clone());
-    fake_job.spec.application_ref =
+    // The catalog helper builds entries for a BackupJob; the safety backup has the shape of one
+    // made by a job of that name for the target application (no Plan).
+    let mut shape = api::backups::BackupJob::default();
+    shape.metadata.name = Some(name);
+    shape.metadata.namespace = Some(t.namespace.clone());
+    shape.spec.application_ref =
         TypedLocalObjectReference::new(groups::APPS, driver::APP_KIND, &t.app);
-    let mut b = crate::catalog::backup(&fake_job, &backup.spec.strategy_ref, entry, now);
+    let mut b = crate::catalog::backup(&shape, &backup.spec.strategy_ref, entry, now);
     b.metadata.labels = Some(BTreeMap::from([
         (labels::SAFETY_BACKUP.to_owned(), "true".to_owned()),
         (

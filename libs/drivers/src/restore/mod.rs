@@ -118,7 +118,8 @@ pub enum Action {
     /// Create an object (the body names it); AlreadyExists counts as done.
     Create(Json),
     /// Read the last `tail_lines` lines of `container` in each pod (in this order) and pass the
-    /// results back as observed logs.
+    /// results back as observed logs. Never refused as a whole: a pod whose log cannot be read is
+    /// reported as such (Forbidden or another error) and the others are still read.
     ReadLogs {
         /// The pods' namespace.
         namespace: String,
