@@ -25,11 +25,12 @@ pub mod mongodb;
 pub(crate) mod testkit;
 pub mod velero;
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use api::TypedLocalObjectReference;
 use api::backups::{Backup, BackupJob, BackupJobStatus, ResolvedStrategy};
-use api::contract::reasons;
+use api::contract::{labels, phases, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
@@ -150,6 +151,108 @@ impl Run<'_> {
         Step::Status {
             status,
             recheck: None,
+        }
+    }
+
+    /// The opening the strategy drivers' decisions share, in upstream's order: the raw application
+    /// reference passes the driver's gate `check` (else Failed with its message); the first pass
+    /// stamps `startedAt` (and phase Running when `running`); the strategy's template exists (else
+    /// the StrategyNotReady wait). Continue with the template, or break with the step to take.
+    pub fn opening<'o>(
+        &self,
+        check: impl FnOnce(&TypedLocalObjectReference) -> Result<(), String>,
+        running: bool,
+        template: Option<&'o Json>,
+    ) -> ControlFlow<Step, &'o Json> {
+        if let Err(message) = check(&self.job.spec.application_ref) {
+            return ControlFlow::Break(self.fail(message));
+        }
+        if self.status.started_at.is_none() {
+            return ControlFlow::Break(self.start(running));
+        }
+        match template {
+            Some(template) => ControlFlow::Continue(template),
+            None => ControlFlow::Break(self.strategy_not_ready()),
+        }
+    }
+
+    /// [`Run::opening`] (phase stays empty on the first pass), then the application, which must
+    /// exist: else Failed with `<app_kind> application not found: <ns>/<name>`.
+    pub fn template_and_app<'o>(
+        &self,
+        check: impl FnOnce(&TypedLocalObjectReference) -> Result<(), String>,
+        app_kind: &str,
+        template: Option<&'o Json>,
+        app: Option<&'o Json>,
+    ) -> ControlFlow<Step, (&'o Json, &'o Json)> {
+        let template = self.opening(check, false, template)?;
+        match app {
+            Some(app) => ControlFlow::Continue((template, app)),
+            None => ControlFlow::Break(self.fail(format!(
+                "{app_kind} application not found: {}/{}",
+                self.namespace(),
+                self.job.spec.application_ref.name
+            ))),
+        }
+    }
+
+    /// The labels that mark an object as this job's (owned-by name and namespace), as a
+    /// [`Step::Create`] selector.
+    pub fn owned_by(&self) -> Vec<(String, String)> {
+        vec![
+            (labels::OWNED_BY_JOB_NAME.into(), self.name()),
+            (labels::OWNED_BY_JOB_NAMESPACE.into(), self.namespace()),
+        ]
+    }
+
+    /// Create `body` (cache `label`) in the job's namespace unless an object owned by the job
+    /// exists; a refusal fails the job with `<on_error>: <error>`.
+    pub fn create_owned(&self, label: &'static str, body: Json, on_error: &'static str) -> Step {
+        Step::Create {
+            label,
+            namespace: self.namespace(),
+            body,
+            selector: self.owned_by(),
+            on_error,
+        }
+    }
+
+    /// Phase Running, the step once the driver's backup object exists; `None` when the job is
+    /// Running already.
+    pub fn running(&self) -> Option<Step> {
+        if self.status.phase.as_deref() == Some(phases::RUNNING) {
+            return None;
+        }
+        let mut status = self.status.clone();
+        drivers::status::running(&mut status);
+        Some(Step::Status {
+            status,
+            recheck: None,
+        })
+    }
+
+    /// Waiting without a status write for a backup in progress: Failed with `late()` once
+    /// `deadline` (from `startedAt`) passed, else idle until then (an event may come first).
+    pub fn idle_until(&self, deadline: Duration, late: impl FnOnce() -> String) -> Step {
+        if self.elapsed() > deadline {
+            return self.fail(late());
+        }
+        Step::Idle(Some(self.until(deadline)))
+    }
+
+    /// The success: record the catalog Backup `entry`, then phase Succeeded with the `Ready=True`
+    /// `message` (none: no Ready condition). Idle when the job already refers to its Backup.
+    pub fn complete(&self, entry: drivers::catalog::Entry, message: Option<&str>) -> Step {
+        if self.status.backup_ref.is_some() {
+            return Step::Idle(None);
+        }
+        let backup =
+            drivers::catalog::backup(self.job, &self.resolved.strategy_ref, entry, &self.now);
+        let mut status = self.status.clone();
+        drivers::status::backup_succeeded(&mut status, &self.name(), message, &self.now);
+        Step::Complete {
+            backup: Box::new(backup),
+            status,
         }
     }
 }
