@@ -34,11 +34,10 @@ use api::thirdparty::cnpg::{Backup, Cluster};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_sanitized_watches};
 use crate::pg::{self, BarmanTarget, InstanceDir, Server, StartOptions, Toolchain};
 use crate::podlog;
 
@@ -473,37 +472,34 @@ pub async fn run(
         secrets: Arc::default(),
         tick,
     });
-    for (cache, ar, what) in [
-        (
-            &shared.clusters,
-            ApiResource::erase::<Cluster>(&()),
-            "cnpg: watch Cluster",
-        ),
-        (
-            &shared.backups,
-            ApiResource::erase::<Backup>(&()),
-            "cnpg: watch Backup",
-        ),
-        (
-            &shared.object_stores,
-            ApiResource::erase::<ObjectStore>(&()),
-            "cnpg: watch ObjectStore",
-        ),
-        (
-            &shared.secrets,
-            ApiResource::erase::<Secret>(&()),
-            "cnpg: watch Secret",
-        ),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            ar,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            drop_managed_fields,
-        ));
-    }
+    spawn_sanitized_watches(
+        &client,
+        &readiness,
+        &notify,
+        drop_managed_fields,
+        vec![
+            (
+                &shared.clusters,
+                ApiResource::erase::<Cluster>(&()),
+                "cnpg: watch Cluster",
+            ),
+            (
+                &shared.backups,
+                ApiResource::erase::<Backup>(&()),
+                "cnpg: watch Backup",
+            ),
+            (
+                &shared.object_stores,
+                ApiResource::erase::<ObjectStore>(&()),
+                "cnpg: watch ObjectStore",
+            ),
+            (
+                &shared.secrets,
+                ApiResource::erase::<Secret>(&()),
+                "cnpg: watch Secret",
+            ),
+        ],
+    );
     loop {
         notify.notified().await;
         shared.tick.send_modify(|t| *t += 1);
