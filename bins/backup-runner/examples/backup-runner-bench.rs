@@ -13,6 +13,8 @@
 
 #[path = "../tests/operators/mod.rs"]
 mod operators;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,8 +27,9 @@ use harness::DaemonSpec;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use operators::{Platform, app, bin};
+use operators::{Platform, app};
 use serde_json::json;
+use support::bin;
 
 const NAMESPACES: usize = 100;
 const PER_NAMESPACE: usize = 10;
@@ -79,7 +82,7 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
                         "--max-ttl",
                         "15s",
                     ]),
-                    operators::WAIT,
+                    support::WAIT,
                 )
                 .await
                 .unwrap();

@@ -5,11 +5,13 @@
 //! credentials and a strategy missing in the bootstrap window each end as upstream words them.
 
 mod operators;
+mod support;
 
 use api::thirdparty::mariadb::{Backup as MariaDBBackup, MariaDB};
-use operators::{FAIL, HANG, Platform, app, catalog_json};
+use operators::{Platform, app};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{FAIL, HANG, catalog_json};
 
 const TENANT: &str = "tenant-acme";
 
@@ -137,7 +139,7 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
     // The operator MariaDB is not there yet: the job waits, and its appearance wakes it.
     let waiting = p.reason(TENANT, "late", "MariaDBNotReady").await;
     assert_eq!(
-        operators::ready(&waiting).unwrap().message,
+        support::ready(&waiting).unwrap().message,
         "waiting for k8s.mariadb.com/MariaDB tenant-acme/mariadb-late to exist"
     );
     server(&p, "late", json!({})).await;
@@ -159,25 +161,14 @@ async fn mariadb_waits_for_credentials_then_for_its_strategy() {
         .await;
 
     // No projector yet: nothing is dispatched and the job says why.
-    let pending = p
-        .reason(TENANT, "early", "CredentialsProjectionPending")
-        .await;
-    assert!(
-        operators::ready(&pending)
-            .unwrap()
-            .message
-            .contains("credentials projector"),
-        "{pending:?}"
-    );
+    p.projection_pending(TENANT, "early").await;
     assert!(p.owned::<MariaDBBackup>(TENANT, "early").await.is_empty());
 
     // Projected: the strategy the class names does not exist yet (the bootstrap window).
     p.start_projector().await;
-    let waiting = p.reason(TENANT, "early", "StrategyNotReady").await;
-    assert_eq!(
-        operators::ready(&waiting).unwrap().message,
-        "Strategy \"late-mariadb\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    let waiting = p
+        .strategy_not_ready(TENANT, "early", "late-mariadb", "late-class")
+        .await;
     assert_eq!(
         waiting.status.unwrap().phase,
         None,

@@ -4,6 +4,7 @@
 //! emulator's audit log), and every replica did part of the work.
 
 mod operators;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,8 +15,9 @@ use api::thirdparty::mariadb::{Backup as MariaDBBackup, MariaDB};
 use harness::{DaemonSpec, eventually_within};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use operators::{Platform, app, bin};
+use operators::{Platform, app};
 use serde_json::json;
+use support::bin;
 
 const NAMESPACES: usize = 30;
 const JOBS_PER_NAMESPACE: usize = 10;
@@ -55,7 +57,7 @@ async fn three_replicas_drive_300_jobs_once_each_through_a_kill() {
                         "--max-ttl",
                         "3s",
                     ]),
-                    operators::WAIT,
+                    support::WAIT,
                 )
                 .await
                 .unwrap();
