@@ -395,33 +395,12 @@ impl Shared {
         let Some(cluster) = self.clusters.get(ns, name) else {
             return;
         };
-        let mut conditions: Vec<Value> = cluster["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        match conditions.iter_mut().find(|c| c["type"] == cond["type"]) {
-            Some(c) => {
-                if c["status"] == cond["status"]
-                    && c["reason"] == cond["reason"]
-                    && c["message"] == cond["message"]
-                {
-                    return;
-                }
-                let transition = if c["status"] == cond["status"] {
-                    c["lastTransitionTime"].clone()
-                } else {
-                    json!(now)
-                };
-                *c = cond;
-                c["lastTransitionTime"] = transition;
-            }
-            None => {
-                let mut c = cond;
-                c["lastTransitionTime"] = json!(now);
-                conditions.push(c);
-            }
-        }
+        let Some(conditions) =
+            crate::conditions::with_condition(&cluster["status"]["conditions"], cond, &now)
+        else {
+            return;
+        };
         self.patch_status::<Cluster>(ns, name, json!({ "conditions": conditions }))
             .await;
     }
