@@ -216,6 +216,7 @@ pub fn decide_batch(
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
             on_error: "failed to ensure batch/v1.Job",
+            announce: None,
         };
     };
     match d::state(batch) {

@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!  loop (at most MAX_STEPS per reconcile):
-//!    observe (caches) ─► decide (pure) ─► Step::Apply/Create ─► write, observe again
-//!                                        Step::CreateAnnounced ─► the same, with Events on the job
+//!    observe (caches) ─► decide (pure) ─► Step::Apply/Patch ─► write, observe again
+//!                                        Step::Create      ─► create unless it exists (Events on the
+//!                                                             job when announced), stop
 //!                                        Step::Status        ─► write the job's status, stop
 //!                                        Step::Complete      ─► create the catalog Backup, write success, stop
 //!                                        Step::Idle          ─► stop (an event or the deadline wakes it)
@@ -214,6 +215,7 @@ impl Run<'_> {
             body,
             selector: self.owned_by(),
             on_error,
+            announce: None,
         }
     }
 
@@ -298,7 +300,8 @@ pub enum Step {
         on_error: &'static str,
     },
     /// Create an object of cache `label` in `namespace` unless one with these labels exists
-    /// (checked fresh), then continue; a refusal fails the job with `<on_error>: <error>`.
+    /// (checked fresh), then stop (the object's watch event drives the next pass); a refusal fails
+    /// the job with `<on_error>: <error>`.
     Create {
         /// Cache label of the kind.
         label: &'static str,
@@ -310,25 +313,8 @@ pub enum Step {
         selector: Vec<(String, String)>,
         /// Message prefix of the failure.
         on_error: &'static str,
-    },
-    /// A [`Step::Create`] announced with Events on the job (Velero's `VeleroBackupCreated` /
-    /// `VeleroBackupCreationFailed`): `created` (Normal) once the object was created, `failed`
-    /// (Warning, `<note>: <error>`) whenever the create fails.
-    CreateAnnounced {
-        /// Cache label of the kind.
-        label: &'static str,
-        /// Where to create it.
-        namespace: String,
-        /// The create body.
-        body: Json,
-        /// Labels identifying "the one" object.
-        selector: Vec<(String, String)>,
-        /// Message prefix of the failure.
-        on_error: &'static str,
-        /// Reason and note of the Normal Event.
-        created: (&'static str, String),
-        /// Reason and note prefix of the Warning Event.
-        failed: (&'static str, String),
+        /// The Events on the job that tell of the create, if the driver announces it.
+        announce: Option<Announce>,
     },
     /// JSON-merge-patch an object of cache `label` (e.g. stop another FoundationDBBackup), then
     /// continue; NotFound counts as done; a refusal fails the job with `<on_error>: <error>`.
@@ -353,6 +339,16 @@ pub enum Step {
     },
     /// Nothing to write; wake after `recheck` unless an event comes first.
     Idle(Option<Duration>),
+}
+
+/// The Events on the job of an announced [`Step::Create`] (Velero's `VeleroBackupCreated` /
+/// `VeleroBackupCreationFailed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announce {
+    /// Reason and note of the Normal Event, once the object was created.
+    pub created: (&'static str, String),
+    /// Reason and note prefix of the Warning Event (`<note>: <error>`), whenever the create fails.
+    pub failed: (&'static str, String),
 }
 
 /// Runs the driver of `kind` for one reconcile.
@@ -414,6 +410,7 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                 body,
                 selector,
                 on_error,
+                announce,
             } => {
                 let create = Create {
                     label,
@@ -422,25 +419,7 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                     selector,
                     on_error,
                 };
-                return create_once(ctx, run, create, None).await;
-            }
-            Step::CreateAnnounced {
-                label,
-                namespace,
-                body,
-                selector,
-                on_error,
-                created,
-                failed,
-            } => {
-                let create = Create {
-                    label,
-                    namespace,
-                    body,
-                    selector,
-                    on_error,
-                };
-                return create_once(ctx, run, create, Some((created, failed))).await;
+                return create_once(ctx, run, create, announce).await;
             }
             Step::Status { status, recheck } => {
                 write_status(ctx, run, status).await?;
@@ -473,16 +452,13 @@ struct Create {
     on_error: &'static str,
 }
 
-/// An Event `(reason, note)`.
-type Announcement = (&'static str, String);
-
 /// Creates the object of a create step unless one with its labels exists (checked fresh), with the
-/// optional Events `(created, failed)` of [`Step::CreateAnnounced`].
+/// Events of `announce`.
 async fn create_once(
     ctx: &Context,
     run: &mut Run<'_>,
     c: Create,
-    announce: Option<(Announcement, Announcement)>,
+    announce: Option<Announce>,
 ) -> Result<Action, Error> {
     let resource = ctx.caches.resource(c.label);
     let ns = &c.namespace;
@@ -500,9 +476,10 @@ async fn create_once(
             Error::Api { source, .. } => source.to_string(),
             other => other.to_string(),
         };
-        announce
-            .as_ref()
-            .map(|(_, (reason, note))| (*reason, format!("{note}: {detail}")))
+        announce.as_ref().map(|a| {
+            let (reason, note) = &a.failed;
+            (*reason, format!("{note}: {detail}"))
+        })
     };
     // A refused list (e.g. a job name too long for a label value) fails the job like a refused
     // create would, instead of retrying forever.
@@ -527,7 +504,11 @@ async fn create_once(
             }
         };
         tracing::info!(job = %format!("{}/{}", run.namespace(), run.name()), kind = %resource.kind, name = %created.name_any(), "created");
-        if let Some(((reason, note), _)) = &announce {
+        if let Some(Announce {
+            created: (reason, note),
+            ..
+        }) = &announce
+        {
             ctx.event(run.job, EventType::Normal, reason, note).await;
         }
     }

@@ -25,7 +25,7 @@ use kube::api::{Api, ListParams};
 use kube::core::{ApiResource, PartialObjectMeta};
 use serde_json::Value as Json;
 
-use super::{Run, Step};
+use super::{Announce, Run, Step};
 use crate::context::{Context, Error, api_err};
 
 /// Cache label of Velero Backups (labelled with the owning job, in cozy-velero).
@@ -216,20 +216,22 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             let resources = d::vm_resources(&run.app.kind, app, &o.pods);
             let spec = d::render_spec(template, app, &run.resolved.parameters);
             let generate_name = d::generate_name(&ns, &name);
-            Step::CreateAnnounced {
+            Step::Create {
                 label: BACKUPS,
                 namespace: d::NAMESPACE.into(),
                 body: d::backup_body(&ns, &name, &spec, resources.as_ref()),
                 selector: run.owned_by(),
                 on_error: d::CREATE_FAILED,
-                created: (
-                    api::contract::event_reasons::VELERO_BACKUP_CREATED,
-                    d::created_note(&generate_name),
-                ),
-                failed: (
-                    api::contract::event_reasons::VELERO_BACKUP_CREATION_FAILED,
-                    d::creation_failed_note(&generate_name),
-                ),
+                announce: Some(Announce {
+                    created: (
+                        api::contract::event_reasons::VELERO_BACKUP_CREATED,
+                        d::created_note(&generate_name),
+                    ),
+                    failed: (
+                        api::contract::event_reasons::VELERO_BACKUP_CREATION_FAILED,
+                        d::creation_failed_note(&generate_name),
+                    ),
+                }),
             }
         }
         [backup] => {
@@ -354,14 +356,13 @@ mod tests {
         ));
         o.pods = vec![json!({"metadata": {"name": "p", "annotations": {d::OVN_IP: "10.0.0.5"}}})];
         match decide(&run(&f, None, 1), &o) {
-            Step::CreateAnnounced {
+            Step::Create {
                 label,
                 namespace,
                 body,
                 selector,
                 on_error,
-                created,
-                failed,
+                announce: Some(Announce { created, failed }),
             } => {
                 assert_eq!(
                     (label, namespace.as_str(), on_error),
