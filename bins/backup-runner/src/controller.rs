@@ -259,16 +259,7 @@ pub fn jobs_of_app(
     namespace: &str,
     app: &str,
 ) -> Vec<ObjectRef<BackupJob>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|j| {
-            j.meta().namespace.as_deref() == Some(namespace)
-                && j.spec.application_ref.name == app
-                && !is_terminal(j)
-        })
-        .map(|j| ObjectRef::from_obj(j.as_ref()))
-        .collect()
+    active_jobs(store, namespace, |r| r.name == app)
 }
 
 /// The non-terminal jobs of `namespace` backing up an application of `kind`.
@@ -277,12 +268,21 @@ pub fn jobs_of_kind(
     namespace: &str,
     kind: &str,
 ) -> Vec<ObjectRef<BackupJob>> {
+    active_jobs(store, namespace, |r| r.kind == kind)
+}
+
+/// The non-terminal jobs of `namespace` whose application reference passes `wanted`.
+fn active_jobs(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+    namespace: &str,
+    wanted: impl Fn(&api::TypedLocalObjectReference) -> bool,
+) -> Vec<ObjectRef<BackupJob>> {
     store
         .state()
         .into_iter()
         .filter(|j| {
             j.meta().namespace.as_deref() == Some(namespace)
-                && j.spec.application_ref.kind == kind
+                && wanted(&j.spec.application_ref)
                 && !is_terminal(j)
         })
         .map(|j| ObjectRef::from_obj(j.as_ref()))
