@@ -94,6 +94,28 @@ impl Platform {
         }
     }
 
+    /// MariaDB application `name` in `ns` and the operator MariaDB its chart renders
+    /// (`mariadb-<name>`, carrying `annotations`).
+    pub async fn mariadb(&self, ns: &str, name: &str, annotations: Value) {
+        self.put::<api::thirdparty::apps::MariaDB>(
+            ns,
+            app("MariaDB", ns, name, json!({"replicas": 1})),
+        )
+        .await;
+        self.mariadb_server(ns, name, annotations).await;
+    }
+
+    /// The operator MariaDB the chart renders for application `name` in `ns`.
+    pub async fn mariadb_server(&self, ns: &str, name: &str, annotations: Value) {
+        self.put::<api::thirdparty::mariadb::MariaDB>(
+            ns,
+            json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+                   "metadata": {"name": format!("mariadb-{name}"), "namespace": ns, "annotations": annotations},
+                   "spec": {"replicas": 1}}),
+        )
+        .await;
+    }
+
     /// Starts the credentials projector (when the platform started without it).
     pub async fn start_projector(&mut self) {
         self.h
@@ -260,6 +282,29 @@ impl Platform {
     pub async fn assert_clean(&mut self, ns: &str, job: &str) {
         crate::support::assert_clean(&mut self.h, &self.runner, ns, job).await;
     }
+}
+
+/// Starts the lease-server (namespace `default`, leases of at most `max_ttl`); returns its gRPC
+/// endpoint.
+pub async fn lease_server(h: &mut Harness, max_ttl: &str) -> String {
+    h.spawn_lease_server(
+        DaemonSpec::new("lease-server", bin("lease-server")).args([
+            "--namespace",
+            "default",
+            "--max-ttl",
+            max_ttl,
+        ]),
+        WAIT,
+    )
+    .await
+    .unwrap()
+}
+
+/// Runner replica `who` sharing the work through the lease-server at `grpc`, with `extra` args.
+pub fn replica(who: &str, grpc: &str, extra: &[&str]) -> DaemonSpec {
+    DaemonSpec::new(who, bin("backup-runner"))
+        .args(["--lease-endpoint", grpc, "--identity", who])
+        .args(extra.iter().copied())
 }
 
 /// A Kind the runner has no cache for, to back up through the Job strategy (served from a CRD, as
