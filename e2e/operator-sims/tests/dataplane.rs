@@ -191,19 +191,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
         "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
     );
     psql(&app, "INSERT INTO orders VALUES (11, 'after')");
-    let segment = psql(&admin, "SELECT pg_walfile_name(pg_switch_wal())");
-    eventually("the WAL holding the target archived", || {
-        let admin = admin.clone();
-        let segment = segment.clone();
-        async move {
-            let last = psql(
-                &admin,
-                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-            );
-            (last.as_str() >= segment.as_str()).then_some(())
-        }
-    })
-    .await;
+    archive_current_wal("the WAL holding the target archived", &admin).await;
     apply(
         &stores,
         object_store("postgres-pitr-recovery", &bucket, &endpoint, &ns),

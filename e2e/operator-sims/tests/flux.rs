@@ -272,19 +272,7 @@ async fn restore_in_place_through_flux_brings_the_data_back() {
     let admin = cluster_uri(&h, &ns, "postgres-orders-superuser")
         .await
         .replace("/*", "/postgres");
-    let segment = psql(&admin, "SELECT pg_walfile_name(pg_switch_wal())");
-    eventually("the last WAL archived", || {
-        let admin = admin.clone();
-        let segment = segment.clone();
-        async move {
-            let last = psql(
-                &admin,
-                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-            );
-            (last.as_str() >= segment.as_str()).then_some(())
-        }
-    })
-    .await;
+    archive_current_wal("the last WAL archived", &admin).await;
 
     // The restore-orchestrator's choreography, by hand.
     merge(

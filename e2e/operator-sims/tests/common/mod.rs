@@ -92,3 +92,17 @@ pub async fn no_processes_under(what: &str, dir: &std::path::Path) {
     })
     .await;
 }
+
+/// Switches PostgreSQL (superuser connection `admin`) to a new WAL segment and waits until that
+/// segment is archived: everything committed before the call is in the bucket.
+pub async fn archive_current_wal(what: &str, admin: &str) {
+    let segment = psql(admin, "SELECT pg_walfile_name(pg_switch_wal())");
+    eventually(what, || async {
+        let last = psql(
+            admin,
+            "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+        );
+        (last.as_str() >= segment.as_str()).then_some(())
+    })
+    .await;
+}
