@@ -13,20 +13,22 @@
 
 #[path = "../tests/operators/mod.rs"]
 mod operators;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api::backups::BackupJob;
-use api::thirdparty::mariadb::MariaDB;
 use futures::StreamExt;
 use harness::DaemonSpec;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use operators::{Platform, app, bin};
+use operators::Platform;
 use serde_json::json;
+use support::bin;
 
 const NAMESPACES: usize = 100;
 const PER_NAMESPACE: usize = 10;
@@ -71,45 +73,16 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
             if replicas == 1 {
                 return vec![base];
             }
-            let grpc = h
-                .spawn_lease_server(
-                    DaemonSpec::new("lease-server", bin("lease-server")).args([
-                        "--namespace",
-                        "default",
-                        "--max-ttl",
-                        "15s",
-                    ]),
-                    operators::WAIT,
-                )
-                .await
-                .unwrap();
+            let grpc = operators::lease_server(h, "15s").await;
             (0..replicas)
-                .map(|i| {
-                    let who = format!("runner-{i}");
-                    DaemonSpec::new(&who, bin("backup-runner")).args([
-                        "--lease-endpoint".to_owned(),
-                        grpc.clone(),
-                        "--identity".to_owned(),
-                        who.clone(),
-                    ])
-                })
+                .map(|i| operators::replica(&format!("runner-{i}"), &grpc, &[]))
                 .collect()
         },
         true,
     )
     .await;
     for ns in &names {
-        p.put::<api::thirdparty::apps::MariaDB>(
-            ns,
-            app("MariaDB", ns, "db", json!({"replicas": 1})),
-        )
-        .await;
-        p.put::<MariaDB>(
-            ns,
-            json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
-                   "metadata": {"name": "mariadb-db", "namespace": ns}, "spec": {"replicas": 1}}),
-        )
-        .await;
+        p.mariadb(ns, "db", json!({})).await;
     }
 
     // Steady state: a fresh lease-server grants nothing for one max TTL (its quiet period); wait

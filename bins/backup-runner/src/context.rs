@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::backups::{BackupClass, BackupJob, BackupJobStatus};
+use api::contract::labels;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -86,6 +87,12 @@ impl Caches {
         serde_json::to_value(obj.as_ref()).ok()
     }
 
+    /// The `spec.template` of strategy CR `kind`/`name`, if the CR exists.
+    pub fn template(&self, kind: &str, name: &str) -> Option<Json> {
+        self.strategy(kind, name)
+            .map(|s| s["spec"]["template"].clone())
+    }
+
     /// A driver-side object of cache `label` as JSON, if it exists.
     pub fn object(&self, label: &str, namespace: &str, name: &str) -> Option<Json> {
         let (_, resource, store) = self.objects.iter().find(|(l, _, _)| *l == label)?;
@@ -116,6 +123,21 @@ impl Caches {
                 .cmp(&b["metadata"]["name"].as_str())
         });
         out
+    }
+
+    /// The objects of cache `label` in `namespace` labelled as owned by `job` (its name and
+    /// namespace), in name order.
+    pub fn owned_by_job(&self, label: &str, namespace: &str, job: &BackupJob) -> Vec<Json> {
+        let name = job.name_any();
+        let job_namespace = job.namespace().unwrap_or_default();
+        self.labelled(
+            label,
+            namespace,
+            &[
+                (labels::OWNED_BY_JOB_NAME, name.as_str()),
+                (labels::OWNED_BY_JOB_NAMESPACE, job_namespace.as_str()),
+            ],
+        )
     }
 
     /// The API resource of cache `label`.

@@ -94,11 +94,17 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
     let ns = job.namespace().unwrap_or_default();
     match gate {
         Gate::Terminal | Gate::NotOurs => unreachable!("handled above"),
+        // The BackupClass watch wakes the job when the class appears.
         Gate::ClassNotFound(message) => {
-            drivers::status_wait(&mut status, reasons::BACKUP_CLASS_NOT_FOUND, &message, &now);
-            write(ctx, &job, status).await?;
-            // The BackupClass watch wakes the job when the class appears.
-            Ok(Action::await_change())
+            wait(
+                ctx,
+                &job,
+                status,
+                reasons::BACKUP_CLASS_NOT_FOUND,
+                &message,
+                &now,
+            )
+            .await
         }
         Gate::Fail(message) => {
             drivers::status_fail(&mut status, &message, &now);
@@ -112,24 +118,12 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                 "waiting for the credentials projector to report CredentialsProjected for generation {} in {ns}",
                 job.metadata.generation.unwrap_or_default()
             );
-            drivers::status_wait(
-                &mut status,
-                reasons::CREDENTIALS_PROJECTION_PENDING,
-                &message,
-                &now,
-            );
-            write(ctx, &job, status).await?;
-            Ok(Action::await_change())
+            let reason = reasons::CREDENTIALS_PROJECTION_PENDING;
+            wait(ctx, &job, status, reason, &message, &now).await
         }
         Gate::ProjectionPending(message) => {
-            drivers::status_wait(
-                &mut status,
-                reasons::CREDENTIALS_PROJECTION_PENDING,
-                &message,
-                &now,
-            );
-            write(ctx, &job, status).await?;
-            Ok(Action::await_change())
+            let reason = reasons::CREDENTIALS_PROJECTION_PENDING;
+            wait(ctx, &job, status, reason, &message, &now).await
         }
         Gate::Dispatch {
             kind,
@@ -200,6 +194,21 @@ async fn fence(ctx: &Ctx, job: Arc<BackupJob>, token: u64) -> Result<Arc<BackupJ
     }
 }
 
+/// Writes `Ready=False/<reason>` with `message` on a working copy of the job's status; an event
+/// (the projector's condition, the BackupClass appearing) wakes the job.
+async fn wait(
+    ctx: &Ctx,
+    job: &BackupJob,
+    mut status: api::backups::BackupJobStatus,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> Result<Action, Error> {
+    drivers::status_wait(&mut status, reason, message, now);
+    write(ctx, job, status).await?;
+    Ok(Action::await_change())
+}
+
 async fn write(
     ctx: &Ctx,
     job: &BackupJob,
@@ -259,16 +268,7 @@ pub fn jobs_of_app(
     namespace: &str,
     app: &str,
 ) -> Vec<ObjectRef<BackupJob>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|j| {
-            j.meta().namespace.as_deref() == Some(namespace)
-                && j.spec.application_ref.name == app
-                && !is_terminal(j)
-        })
-        .map(|j| ObjectRef::from_obj(j.as_ref()))
-        .collect()
+    active_jobs(store, namespace, |r| r.name == app)
 }
 
 /// The non-terminal jobs of `namespace` backing up an application of `kind`.
@@ -277,12 +277,21 @@ pub fn jobs_of_kind(
     namespace: &str,
     kind: &str,
 ) -> Vec<ObjectRef<BackupJob>> {
+    active_jobs(store, namespace, |r| r.kind == kind)
+}
+
+/// The non-terminal jobs of `namespace` whose application reference passes `wanted`.
+fn active_jobs(
+    store: &kube::runtime::reflector::Store<BackupJob>,
+    namespace: &str,
+    wanted: impl Fn(&api::TypedLocalObjectReference) -> bool,
+) -> Vec<ObjectRef<BackupJob>> {
     store
         .state()
         .into_iter()
         .filter(|j| {
             j.meta().namespace.as_deref() == Some(namespace)
-                && j.spec.application_ref.kind == kind
+                && wanted(&j.spec.application_ref)
                 && !is_terminal(j)
         })
         .map(|j| ObjectRef::from_obj(j.as_ref()))

@@ -6,11 +6,13 @@
 //! bootstrap window each end as upstream words them.
 
 mod operators;
+mod support;
 
 use k8s_openapi::api::batch::v1::Job;
-use operators::{FAIL, HANG, Platform, app, catalog_json};
+use operators::{Platform, app};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{FAIL, HANG, catalog_json};
 
 const TENANT: &str = "tenant-acme";
 
@@ -149,14 +151,11 @@ async fn altinity_waits_for_credentials_then_for_its_strategy() {
     .await;
     p.backup(TENANT, "early", "ClickHouse", "events", "late-class")
         .await;
-    p.reason(TENANT, "early", "CredentialsProjectionPending")
-        .await;
+    p.projection_pending(TENANT, "early").await;
     p.start_projector().await;
-    let waiting = p.reason(TENANT, "early", "StrategyNotReady").await;
-    assert_eq!(
-        operators::ready(&waiting).unwrap().message,
-        "Strategy \"late-altinity\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    let waiting = p
+        .strategy_not_ready(TENANT, "early", "late-altinity", "late-class")
+        .await;
     // Altinity marks the job Running with startedAt before it looks for the strategy.
     assert_eq!(waiting.status.unwrap().phase.as_deref(), Some("Running"));
     assert!(p.owned::<Job>(TENANT, "early").await.is_empty());

@@ -5,7 +5,8 @@
 //! edges: strategy missing during the bootstrap window, application missing, credentials not yet
 //! projected, a failing backup, a hanging one.
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::Duration;
 
 use api::backups::{Backup, BackupJob};
@@ -14,9 +15,10 @@ use harness::{Admin, DaemonSpec, Harness, eventually_within};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
+use support::{bin, ready_of};
 
 const TENANT: &str = "tenant-acme";
-const READY: Duration = Duration::from_secs(60);
+const READY: Duration = support::WAIT;
 
 /// The seed's tenant workflow, verbatim.
 const SEED_BACKUPJOB: &str = r#"
@@ -32,10 +34,6 @@ spec:
     kind: Postgres
     name: orders-db
 "#;
-
-fn bin(name: &str) -> PathBuf {
-    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// The platform: data plane, renderer, projector and runner; the tenant's Postgres `orders-db`
 /// healthy with two rows.
@@ -67,7 +65,9 @@ impl Platform {
         )
         .await
         .unwrap();
-        h.spawn_ready(projector(&dp), READY).await.unwrap();
+        h.spawn_ready(support::projector(&dp.http), READY)
+            .await
+            .unwrap();
         let runner = h
             .spawn_ready(
                 DaemonSpec::new("backup-runner", bin("backup-runner"))
@@ -101,48 +101,24 @@ impl Platform {
         Api::namespaced(self.h.client(), TENANT)
     }
 
+    /// Creates BackupJob `name` for Postgres `app` through `class`.
+    async fn job(&self, name: &str, app: &str, class: &str) {
+        support::backup_job(&self.h, TENANT, name, "Postgres", app, class).await;
+    }
+
     /// Waits for the job's Ready condition to have `reason` (any phase), returning the job.
     async fn reason(&self, name: &str, reason: &str, within: Duration) -> BackupJob {
-        eventually_within(
-            &format!("BackupJob {name} Ready reason {reason}"),
-            within,
-            || async {
-                let j = self.jobs().get_opt(name).await.ok()??;
-                let r = j
-                    .status
-                    .as_ref()?
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == "Ready")?
-                    .reason
-                    .clone();
-                (r == reason).then_some(j)
-            },
-        )
-        .await
+        support::reason(&self.jobs(), name, reason, within).await
     }
 
     /// Waits for a terminal phase.
     async fn terminal(&self, name: &str, within: Duration) -> BackupJob {
-        eventually_within(&format!("BackupJob {name} terminal"), within, || async {
-            let j = self.jobs().get_opt(name).await.ok()??;
-            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
-        })
-        .await
+        support::terminal(&self.jobs(), name, within).await
     }
 
     /// A BackupClass routing Postgres to the CNPG strategy `strategy` with these parameters.
     async fn class(&self, name: &str, strategy: &str, parameters: &[(&str, &str)]) {
-        let class = api::backups::BackupClass::test(name)
-            .route_to(
-                "Postgres",
-                api::contract::groups::STRATEGY,
-                "CNPG",
-                strategy,
-                parameters,
-            )
-            .build();
-        self.h.create_cluster(&class).await;
+        support::class(&self.h, name, "Postgres", "CNPG", strategy, parameters).await;
     }
 
     /// A copy of the platform's CNPG strategy under another name.
@@ -171,24 +147,6 @@ impl Platform {
             .await
             .unwrap();
     }
-}
-
-fn projector(dp: &DataPlane) -> DaemonSpec {
-    DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-        "--source-namespace=tenant-root".to_owned(),
-        "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
-        format!("--endpoint={}", dp.http),
-        "--region=us-east-1".to_owned(),
-        "--force-path-style=true".to_owned(),
-        "--system-namespaces=cozy-velero".to_owned(),
-    ])
-}
-
-fn ready_condition(job: &BackupJob) -> api::Condition {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready").cloned())
-        .expect("a Ready condition")
 }
 
 /// `barman-cloud-backup-list --format json` of the server, with the platform bucket's keys.
@@ -227,10 +185,9 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     let status = job.status.clone().unwrap();
     assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
     assert_eq!(status.backup_ref.as_ref().unwrap().name, "ad-hoc");
-    let ready = ready_condition(&job);
     assert_eq!(
-        (ready.reason.as_str(), ready.message.as_str()),
-        ("BackupCompleted", "cnpg.io Backup completed")
+        ready_of(&job),
+        ("BackupCompleted".into(), "cnpg.io Backup completed".into())
     );
     assert!(status.started_at.is_some() && status.completed_at.is_some());
 
@@ -317,17 +274,7 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     for reason in ["BackupRunning", "BackupCreated", "BackupSucceeded"] {
         assert!(described.contains(reason), "{described}");
     }
-    harness::rbac::assert_allowed(&p.h.audit(), "backup-runner");
-    let creds = p.h.secret_data(TENANT, "cozy-backups-creds").await.unwrap();
-    let log = p.h.daemon("backup-runner").unwrap().log();
-    harness::leak::assert_no_leaks(
-        &[
-            ("runner log", &log),
-            ("describe", &described),
-            ("metrics", p.runner.metrics().text()),
-        ],
-        &[&creds["AWS_SECRET_ACCESS_KEY"], &creds["AWS_ACCESS_KEY_ID"]],
-    );
+    support::assert_clean(&mut p.h, &p.runner, TENANT, "ad-hoc").await;
     let m = p.runner.metrics();
     assert_eq!(
         m.value(
@@ -349,16 +296,8 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
 async fn a_strategy_missing_in_the_bootstrap_window_waits_then_succeeds() {
     let mut p = Platform::start(&[]).await;
     p.class("late-class", "late-cnpg", &[]).await;
-    let job = BackupJob::test("early")
-        .for_app("Postgres", "orders-db")
-        .class("late-class")
-        .build();
-    p.h.create(TENANT, &job).await;
-    let waiting = p.reason("early", "StrategyNotReady", READY).await;
-    assert_eq!(
-        ready_condition(&waiting).message,
-        "Strategy \"late-cnpg\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    p.job("early", "orders-db", "late-class").await;
+    let waiting = support::strategy_not_ready(&p.jobs(), "early", "late-cnpg", "late-class").await;
     assert_eq!(
         waiting.status.as_ref().unwrap().phase,
         None,
@@ -373,31 +312,18 @@ async fn a_strategy_missing_in_the_bootstrap_window_waits_then_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_application_and_unprojected_credentials() {
     let mut p = Platform::start(&["--projection-grace=1s"]).await;
-    let ghost = BackupJob::test("ghost")
-        .for_app("Postgres", "ghost")
-        .build();
-    p.h.create(TENANT, &ghost).await;
+    p.job("ghost", "ghost", "cozy-default").await;
     let failed = p.terminal("ghost", READY).await;
     assert_eq!(
         failed.status.as_ref().unwrap().message.as_deref(),
         Some("Postgres application not found: tenant-acme/ghost")
     );
-    assert_eq!(ready_condition(&failed).reason, "BackupFailed");
+    assert_eq!(ready_of(&failed).0, "BackupFailed");
 
     // The projector is down: the job waits for it, says so, and proceeds once it is back.
     p.h.kill("credentials-projector").await.unwrap();
-    let job = BackupJob::test("patient")
-        .for_app("Postgres", "orders-db")
-        .build();
-    p.h.create(TENANT, &job).await;
-    let waiting = p
-        .reason("patient", "CredentialsProjectionPending", READY)
-        .await;
-    assert!(
-        ready_condition(&waiting)
-            .message
-            .contains("credentials projector")
-    );
+    p.job("patient", "orders-db", "cozy-default").await;
+    support::projection_pending(&p.jobs(), "patient").await;
     p.h.restart("credentials-projector", READY).await.unwrap();
     let done = p.terminal("patient", DATAPLANE_DEADLINE).await;
     assert_eq!(done.status.unwrap().phase.as_deref(), Some("Succeeded"));
@@ -413,11 +339,7 @@ async fn a_failing_backup_and_a_hanging_one_end_failed_at_the_deadline() {
 
     p.annotate_cluster("operator-sims.cozy-backups.io/fail-backup", Some("true"))
         .await;
-    let job = BackupJob::test("broken")
-        .for_app("Postgres", "orders-db")
-        .class("quick")
-        .build();
-    p.h.create(TENANT, &job).await;
+    p.job("broken", "orders-db", "quick").await;
     let transient = p
         .reason("broken", "CNPGBackupTransientFailure", DATAPLANE_DEADLINE)
         .await;
@@ -429,7 +351,7 @@ async fn a_failing_backup_and_a_hanging_one_end_failed_at_the_deadline() {
     let status = failed.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Failed"));
     assert_eq!(
-        ready_condition(&transient).message,
+        ready_of(&transient).1,
         status.message.clone().unwrap(),
         "the operator's error is the message"
     );
@@ -438,11 +360,7 @@ async fn a_failing_backup_and_a_hanging_one_end_failed_at_the_deadline() {
 
     p.annotate_cluster("operator-sims.cozy-backups.io/hang", Some("true"))
         .await;
-    let job = BackupJob::test("stuck")
-        .for_app("Postgres", "orders-db")
-        .class("quick")
-        .build();
-    p.h.create(TENANT, &job).await;
+    p.job("stuck", "orders-db", "quick").await;
     let failed = p.terminal("stuck", DATAPLANE_DEADLINE).await;
     let message = failed.status.unwrap().message.unwrap();
     assert!(

@@ -6,11 +6,13 @@
 //! The EtcdCluster is a singleton per namespace, so each case has its own tenant.
 
 mod operators;
+mod support;
 
 use api::thirdparty::etcd::{EtcdCluster, EtcdSnapshot};
-use operators::{FAIL, HANG, Platform, app, catalog_json};
+use operators::{Platform, app};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{FAIL, HANG, catalog_json};
 
 /// Tenant `ns` with an Etcd application and its EtcdCluster `etcd` carrying `annotations`.
 async fn tenant(p: &Platform, ns: &str, annotations: Value) {
@@ -156,7 +158,7 @@ async fn etcd_snapshots_succeed_fail_hang_and_wait_for_quorum() {
         .reason("tenant-e", "quorum", "EtcdClusterNotAvailable")
         .await;
     assert_eq!(
-        operators::ready(&waiting).unwrap().message,
+        support::ready(&waiting).unwrap().message,
         "waiting for etcd-operator.cozystack.io/EtcdCluster tenant-e/etcd to become Available"
     );
     assert_eq!(waiting.status.unwrap().phase.as_deref(), Some("Running"));
@@ -193,14 +195,10 @@ async fn etcd_waits_for_credentials_then_for_its_strategy() {
     p.backup("tenant-a", "early", "Etcd", "etcd", "late-class")
         .await;
 
-    p.reason("tenant-a", "early", "CredentialsProjectionPending")
-        .await;
+    p.projection_pending("tenant-a", "early").await;
     p.start_projector().await;
-    let waiting = p.reason("tenant-a", "early", "StrategyNotReady").await;
-    assert_eq!(
-        operators::ready(&waiting).unwrap().message,
-        "Strategy \"late-etcd\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    p.strategy_not_ready("tenant-a", "early", "late-etcd", "late-class")
+        .await;
     assert!(
         p.owned::<EtcdSnapshot>("tenant-a", "early")
             .await

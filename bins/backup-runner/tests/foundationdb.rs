@@ -6,15 +6,15 @@
 //! and unprojected credentials.
 
 mod sim_platform;
+mod support;
 
 use api::thirdparty::apps;
 use api::thirdparty::fdb::{FoundationDBBackup, FoundationDBCluster};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
-use sim_platform::{Platform, TENANT, ready_of, time};
+use sim_platform::{Platform, TENANT, time};
+use support::{FAIL, HANG, ready_of};
 
-const FAIL: &str = "operator-sims.cozy-backups.io/fail-backup";
-const HANG: &str = "operator-sims.cozy-backups.io/hang";
 const UNAVAILABLE: &str = "operator-sims.cozy-backups.io/unavailable";
 
 fn clusters() -> ApiResource {
@@ -58,16 +58,15 @@ async fn platform() -> Platform {
     let p = Platform::start("fdb", &[]).await;
     p.strategy(&strategies(), "fdb", template("cozy-backups-creds"))
         .await;
-    p.class("fdb", "FoundationDB", "FoundationDB", "fdb", &[])
-        .await;
-    p.class(
-        "fdb-quick",
-        "FoundationDB",
-        "FoundationDB",
-        "fdb",
-        &[("backupDeadline", "5s")],
-    )
-    .await;
+    p.classes("fdb", "FoundationDB", "fdb").await;
+    p
+}
+
+/// The platform with application `ledger` and its healthy cluster.
+async fn platform_with_ledger() -> Platform {
+    let p = platform().await;
+    app(&p, "ledger").await;
+    cluster(&p, "ledger", "7.3.63", json!({})).await;
     p
 }
 
@@ -97,11 +96,7 @@ async fn cluster(p: &Platform, app: &str, version: &str, annotations: Value) {
 
 /// The FoundationDBBackups labelled with the job.
 async fn backups_of(p: &Platform, job: &str) -> Vec<Value> {
-    p.list(&backups(), TENANT)
-        .await
-        .into_iter()
-        .filter(|b| b["metadata"]["labels"]["backups.cozystack.io/owned-by.BackupJobName"] == job)
-        .collect()
+    p.owned(&backups(), TENANT, job).await
 }
 
 async fn backup_state(p: &Platform, name: &str) -> String {
@@ -113,9 +108,7 @@ async fn backup_state(p: &Platform, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_succeeds_after_stopping_the_previous_one_of_the_cluster() {
-    let mut p = platform().await;
-    app(&p, "ledger").await;
-    cluster(&p, "ledger", "7.3.63", json!({})).await;
+    let mut p = platform_with_ledger().await;
     // The agents of an earlier job still stream to the bucket.
     p.apply(
         &backups(),
@@ -285,9 +278,7 @@ async fn the_cluster_gates_wait_then_proceed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chart_backup_in_the_way_an_operator_failure_and_a_hang_end_failed() {
-    let mut p = platform().await;
-    app(&p, "ledger").await;
-    cluster(&p, "ledger", "7.3.63", json!({})).await;
+    let mut p = platform_with_ledger().await;
 
     // A chart-rendered backup (no driver label) streams to the cluster: terminal at once.
     p.apply(
@@ -364,18 +355,12 @@ async fn a_chart_backup_in_the_way_an_operator_failure_and_a_hang_end_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials() {
-    let mut p = platform().await;
-    app(&p, "ledger").await;
-    cluster(&p, "ledger", "7.3.63", json!({})).await;
+    let mut p = platform_with_ledger().await;
 
     p.class("late", "FoundationDB", "FoundationDB", "late-fdb", &[])
         .await;
     p.job("early", "FoundationDB", "ledger", "late").await;
-    let waiting = p.reason("early", "StrategyNotReady").await;
-    assert_eq!(
-        ready_of(&waiting).1,
-        "Strategy \"late-fdb\" referenced by BackupClass \"late\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    let waiting = p.strategy_not_ready("early", "late-fdb", "late").await;
     assert_eq!(waiting.status.unwrap().phase, None);
     p.strategy(&strategies(), "late-fdb", template("cozy-backups-creds"))
         .await;
@@ -387,18 +372,15 @@ async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials(
         "FoundationDB application not found: tenant-acme/ghost"
     );
 
-    p.h.kill("credentials-projector").await.unwrap();
-    p.job("patient", "FoundationDB", "ledger", "fdb").await;
-    let waiting = p.reason("patient", "CredentialsProjectionPending").await;
-    assert!(
-        ready_of(&waiting).1.contains("credentials projector"),
-        "{waiting:?}"
-    );
-    assert!(backups_of(&p, "patient").await.is_empty());
-    p.h.restart("credentials-projector", sim_platform::WAIT)
-        .await
-        .unwrap();
-    p.succeeded("patient").await;
+    p.waits_for_the_projector(
+        "patient",
+        "FoundationDB",
+        "ledger",
+        "fdb",
+        &backups(),
+        TENANT,
+    )
+    .await;
     p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

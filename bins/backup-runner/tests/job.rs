@@ -5,11 +5,13 @@
 //! and unprojected credentials each end as upstream words them.
 
 mod operators;
+mod support;
 
 use k8s_openapi::api::batch::v1::Job;
-use operators::{FAIL, HANG, NOTEBOOK, Platform, app, catalog_json};
+use operators::{NOTEBOOK, Platform, app};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{FAIL, HANG, catalog_json};
 
 const TENANT: &str = "tenant-acme";
 
@@ -174,9 +176,7 @@ async fn job_strategy_waits_for_credentials() {
     p.class("generic", NOTEBOOK, "Job", "generic", &[]).await;
     notebook(&p, "nb").await;
     p.backup(TENANT, "patient", NOTEBOOK, "nb", "generic").await;
-    let pending = p
-        .reason(TENANT, "patient", "CredentialsProjectionPending")
-        .await;
+    let pending = p.projection_pending(TENANT, "patient").await;
     assert_eq!(pending.status.unwrap().phase, None);
     assert!(p.owned::<Job>(TENANT, "patient").await.is_empty());
     p.start_projector().await;

@@ -5,33 +5,15 @@
 //! credentials and a strategy missing in the bootstrap window each end as upstream words them.
 
 mod operators;
+mod support;
 
-use api::thirdparty::mariadb::{Backup as MariaDBBackup, MariaDB};
-use operators::{FAIL, HANG, Platform, app, catalog_json};
+use api::thirdparty::mariadb::Backup as MariaDBBackup;
+use operators::{Platform, app};
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::{FAIL, HANG, catalog_json};
 
 const TENANT: &str = "tenant-acme";
-
-async fn database(p: &Platform, name: &str, annotations: Value) {
-    p.put::<api::thirdparty::apps::MariaDB>(
-        TENANT,
-        app("MariaDB", TENANT, name, json!({"replicas": 1})),
-    )
-    .await;
-    server(p, name, annotations).await;
-}
-
-/// The operator MariaDB the chart renders for application `name`.
-async fn server(p: &Platform, name: &str, annotations: Value) {
-    p.put::<MariaDB>(
-        TENANT,
-        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
-               "metadata": {"name": format!("mariadb-{name}"), "namespace": TENANT, "annotations": annotations},
-               "spec": {"replicas": 1}}),
-    )
-    .await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
@@ -47,9 +29,9 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
         &[("backupDeadline", "8s")],
     )
     .await;
-    database(&p, "shop", json!({})).await;
-    database(&p, "broken", json!({FAIL: "true"})).await;
-    database(&p, "stuck", json!({HANG: "true"})).await;
+    p.mariadb(TENANT, "shop", json!({})).await;
+    p.mariadb(TENANT, "broken", json!({FAIL: "true"})).await;
+    p.mariadb(TENANT, "stuck", json!({HANG: "true"})).await;
     p.put::<api::thirdparty::apps::MariaDB>(TENANT, app("MariaDB", TENANT, "late", json!({})))
         .await;
     p.backup(TENANT, "ok", "MariaDB", "shop", "cozy-default")
@@ -137,10 +119,10 @@ async fn mariadb_backups_succeed_fail_hang_and_wait_for_their_server() {
     // The operator MariaDB is not there yet: the job waits, and its appearance wakes it.
     let waiting = p.reason(TENANT, "late", "MariaDBNotReady").await;
     assert_eq!(
-        operators::ready(&waiting).unwrap().message,
+        support::ready(&waiting).unwrap().message,
         "waiting for k8s.mariadb.com/MariaDB tenant-acme/mariadb-late to exist"
     );
-    server(&p, "late", json!({})).await;
+    p.mariadb_server(TENANT, "late", json!({})).await;
     p.succeeded(TENANT, "late", "k8s.mariadb.com Backup completed")
         .await;
     p.h.cleanup().await.unwrap();
@@ -152,32 +134,21 @@ async fn mariadb_waits_for_credentials_then_for_its_strategy() {
     let platform = p
         .platform_strategy::<api::strategy::MariaDB>("cozy-default-mariadb")
         .await;
-    database(&p, "shop", json!({})).await;
+    p.mariadb(TENANT, "shop", json!({})).await;
     p.class("late-class", "MariaDB", "MariaDB", "late-mariadb", &[])
         .await;
     p.backup(TENANT, "early", "MariaDB", "shop", "late-class")
         .await;
 
     // No projector yet: nothing is dispatched and the job says why.
-    let pending = p
-        .reason(TENANT, "early", "CredentialsProjectionPending")
-        .await;
-    assert!(
-        operators::ready(&pending)
-            .unwrap()
-            .message
-            .contains("credentials projector"),
-        "{pending:?}"
-    );
+    p.projection_pending(TENANT, "early").await;
     assert!(p.owned::<MariaDBBackup>(TENANT, "early").await.is_empty());
 
     // Projected: the strategy the class names does not exist yet (the bootstrap window).
     p.start_projector().await;
-    let waiting = p.reason(TENANT, "early", "StrategyNotReady").await;
-    assert_eq!(
-        operators::ready(&waiting).unwrap().message,
-        "Strategy \"late-mariadb\" referenced by BackupClass \"late-class\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    let waiting = p
+        .strategy_not_ready(TENANT, "early", "late-mariadb", "late-class")
+        .await;
     assert_eq!(
         waiting.status.unwrap().phase,
         None,

@@ -5,15 +5,14 @@
 //! unprojected credentials.
 
 mod sim_platform;
+mod support;
 
 use api::thirdparty::apps;
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
-use sim_platform::{Platform, TENANT, ready_of};
-
-const FAIL: &str = "operator-sims.cozy-backups.io/fail-backup";
-const HANG: &str = "operator-sims.cozy-backups.io/hang";
+use sim_platform::{Platform, TENANT};
+use support::{FAIL, HANG, ready_of};
 
 fn clusters() -> ApiResource {
     ApiResource::erase::<PerconaServerMongoDB>(&())
@@ -41,15 +40,15 @@ async fn platform() -> Platform {
         json!({"storageName": "s3-storage", "type": "logical", "compressionType": "gzip"}),
     )
     .await;
-    p.class("mongo", "MongoDB", "MongoDB", "mongo", &[]).await;
-    p.class(
-        "mongo-quick",
-        "MongoDB",
-        "MongoDB",
-        "mongo",
-        &[("backupDeadline", "5s")],
-    )
-    .await;
+    p.classes("mongo", "MongoDB", "mongo").await;
+    p
+}
+
+/// The platform with application `orders` and its cluster, backups enabled.
+async fn platform_with_orders() -> Platform {
+    let p = platform().await;
+    app(&p, "orders").await;
+    cluster(&p, "orders", true).await;
     p
 }
 
@@ -77,18 +76,12 @@ async fn cluster(p: &Platform, app: &str, enabled: bool) {
 
 /// The PerconaServerMongoDBBackups labelled with the job.
 async fn backups_of(p: &Platform, job: &str) -> Vec<Value> {
-    p.list(&backups(), TENANT)
-        .await
-        .into_iter()
-        .filter(|b| b["metadata"]["labels"]["backups.cozystack.io/owned-by.BackupJobName"] == job)
-        .collect()
+    p.owned(&backups(), TENANT, job).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_succeeds_with_the_catalog_entry_upstream_writes() {
-    let mut p = platform().await;
-    app(&p, "orders").await;
-    cluster(&p, "orders", true).await;
+    let mut p = platform_with_orders().await;
     p.job("ad-hoc", "MongoDB", "orders", "mongo").await;
     let job = p.succeeded("ad-hoc").await;
     assert_eq!(
@@ -207,9 +200,7 @@ async fn the_waits_proceed_when_their_object_appears_and_fail_at_the_deadline() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_error_and_a_hang_end_failed() {
-    let mut p = platform().await;
-    app(&p, "orders").await;
-    cluster(&p, "orders", true).await;
+    let mut p = platform_with_orders().await;
 
     p.annotate(
         &clusters(),
@@ -242,18 +233,12 @@ async fn an_operator_error_and_a_hang_end_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bootstrap_window_and_unprojected_credentials() {
-    let mut p = platform().await;
-    app(&p, "orders").await;
-    cluster(&p, "orders", true).await;
+    let mut p = platform_with_orders().await;
 
     p.class("late", "MongoDB", "MongoDB", "late-mongo", &[])
         .await;
     p.job("early", "MongoDB", "orders", "late").await;
-    let waiting = p.reason("early", "StrategyNotReady").await;
-    assert_eq!(
-        ready_of(&waiting).1,
-        "Strategy \"late-mongo\" referenced by BackupClass \"late\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    p.strategy_not_ready("early", "late-mongo", "late").await;
     p.strategy(&strategies(), "late-mongo", json!({"type": "logical"}))
         .await;
     p.succeeded("early").await;
@@ -263,18 +248,8 @@ async fn the_bootstrap_window_and_unprojected_credentials() {
         "storage and type default as upstream"
     );
 
-    p.h.kill("credentials-projector").await.unwrap();
-    p.job("patient", "MongoDB", "orders", "mongo").await;
-    let waiting = p.reason("patient", "CredentialsProjectionPending").await;
-    assert!(
-        ready_of(&waiting).1.contains("credentials projector"),
-        "{waiting:?}"
-    );
-    assert!(backups_of(&p, "patient").await.is_empty());
-    p.h.restart("credentials-projector", sim_platform::WAIT)
-        .await
-        .unwrap();
-    p.succeeded("patient").await;
+    p.waits_for_the_projector("patient", "MongoDB", "orders", "mongo", &backups(), TENANT)
+        .await;
     p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

@@ -4,17 +4,18 @@
 //! emulator's audit log), and every replica did part of the work.
 
 mod operators;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::backups::BackupJob;
 use api::contract::labels;
-use api::thirdparty::mariadb::{Backup as MariaDBBackup, MariaDB};
-use harness::{DaemonSpec, eventually_within};
+use api::thirdparty::mariadb::Backup as MariaDBBackup;
+use harness::eventually_within;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use operators::{Platform, app, bin};
+use operators::Platform;
 use serde_json::json;
 
 const NAMESPACES: usize = 30;
@@ -47,46 +48,16 @@ async fn three_replicas_drive_300_jobs_once_each_through_a_kill() {
         &refs,
         "mariadb",
         async |h: &mut harness::Harness| {
-            let grpc = h
-                .spawn_lease_server(
-                    DaemonSpec::new("lease-server", bin("lease-server")).args([
-                        "--namespace",
-                        "default",
-                        "--max-ttl",
-                        "3s",
-                    ]),
-                    operators::WAIT,
-                )
-                .await
-                .unwrap();
+            let grpc = operators::lease_server(h, "3s").await;
             ["runner-0", "runner-1", "runner-2"]
-                .map(|who| {
-                    DaemonSpec::new(who, bin("backup-runner")).args([
-                        "--lease-endpoint",
-                        &grpc,
-                        "--identity",
-                        who,
-                        "--lease-ttl",
-                        "3s",
-                    ])
-                })
+                .map(|who| operators::replica(who, &grpc, &["--lease-ttl", "3s"]))
                 .to_vec()
         },
         true,
     )
     .await;
     for ns in &names {
-        p.put::<api::thirdparty::apps::MariaDB>(
-            ns,
-            app("MariaDB", ns, "db", json!({"replicas": 1})),
-        )
-        .await;
-        p.put::<MariaDB>(
-            ns,
-            json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
-                   "metadata": {"name": "mariadb-db", "namespace": ns}, "spec": {"replicas": 1}}),
-        )
-        .await;
+        p.mariadb(ns, "db", json!({})).await;
     }
     for i in 0..JOBS_PER_NAMESPACE {
         for ns in &names {

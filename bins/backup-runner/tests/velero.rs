@@ -6,6 +6,7 @@
 //! and unprojected credentials.
 
 mod sim_platform;
+mod support;
 
 use api::backups::BackupClass;
 use api::thirdparty::apps;
@@ -13,10 +14,9 @@ use api::thirdparty::velero::{Backup as VeleroBackup, v2alpha1::DataUpload};
 use harness::eventually_within;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
-use sim_platform::{Platform, TENANT, WAIT, ready, ready_of};
+use sim_platform::{Platform, TENANT};
+use support::{FAIL, HANG, WAIT, ready, ready_of};
 
-const FAIL: &str = "operator-sims.cozy-backups.io/fail-backup";
-const HANG: &str = "operator-sims.cozy-backups.io/hang";
 const FAIL_UPLOAD: &str = "operator-sims.cozy-backups.io/fail-data-upload";
 const VELERO_NS: &str = "cozy-velero";
 
@@ -154,11 +154,7 @@ async fn platform() -> Platform {
 
 /// The Velero Backups labelled with the job.
 async fn velero_of(p: &Platform, job: &str) -> Vec<Value> {
-    p.list(&velero_backups(), VELERO_NS)
-        .await
-        .into_iter()
-        .filter(|b| b["metadata"]["labels"]["backups.cozystack.io/owned-by.BackupJobName"] == job)
-        .collect()
+    p.owned(&velero_backups(), VELERO_NS, job).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,22 +362,16 @@ async fn a_create_velero_refuses_fails_the_job_with_a_warning_event() {
 async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials() {
     let mut p = platform().await;
 
-    let late = BackupClass::test("late")
-        .route_to(
-            "VMInstance",
-            api::contract::groups::STRATEGY,
-            "Velero",
-            "late-vm",
-            &[("backupStorageLocationName", "cozy-default")],
-        )
-        .build();
-    p.h.create_cluster(&late).await;
+    p.class(
+        "late",
+        "VMInstance",
+        "Velero",
+        "late-vm",
+        &[("backupStorageLocationName", "cozy-default")],
+    )
+    .await;
     p.job("early", "VMInstance", "web", "late").await;
-    let waiting = p.reason("early", "StrategyNotReady").await;
-    assert_eq!(
-        ready_of(&waiting).1,
-        "Strategy \"late-vm\" referenced by BackupClass \"late\" is not yet provisioned; the platform may still be initialising backup storage"
-    );
+    let waiting = p.strategy_not_ready("early", "late-vm", "late").await;
     let status = waiting.status.unwrap();
     assert_eq!(status.phase, None);
     assert!(status.started_at.is_some(), "Velero stamps startedAt first");
@@ -405,16 +395,15 @@ async fn the_bootstrap_window_a_missing_application_and_unprojected_credentials(
         "failed to create Velero Backup: vminstances.apps.cozystack.io \"ghost\" not found"
     );
 
-    p.h.kill("credentials-projector").await.unwrap();
-    p.job("patient", "VMInstance", "web", "vms").await;
-    let waiting = p.reason("patient", "CredentialsProjectionPending").await;
-    assert!(
-        ready_of(&waiting).1.contains("credentials projector"),
-        "{waiting:?}"
-    );
-    assert!(velero_of(&p, "patient").await.is_empty());
-    p.h.restart("credentials-projector", WAIT).await.unwrap();
-    p.succeeded("patient").await;
+    p.waits_for_the_projector(
+        "patient",
+        "VMInstance",
+        "web",
+        "vms",
+        &velero_backups(),
+        VELERO_NS,
+    )
+    .await;
     p.assert_rbac();
     p.h.cleanup().await.unwrap();
 }

@@ -106,3 +106,35 @@ impl Cache {
         tracing::debug!(kind, "watch ended");
     }
 }
+
+/// Starts one [`Cache::watch`] per `(cache, resource, check)`: all namespaces, no selector, objects
+/// as served, every change signalling `notify`; `check` names the readiness check that passes
+/// after the initial list. The setup every simulator opens with.
+pub fn spawn_watches(
+    client: &kube::Client,
+    readiness: &runtime::Readiness,
+    notify: &Arc<Notify>,
+    watches: Vec<(&Arc<Cache>, ApiResource, &str)>,
+) {
+    spawn_sanitized_watches(client, readiness, notify, |_| {}, watches);
+}
+
+/// [`spawn_watches`], applying `sanitize` to every object (e.g. to drop managed fields).
+pub fn spawn_sanitized_watches(
+    client: &kube::Client,
+    readiness: &runtime::Readiness,
+    notify: &Arc<Notify>,
+    sanitize: fn(&mut Value),
+    watches: Vec<(&Arc<Cache>, ApiResource, &str)>,
+) {
+    for (cache, resource, check) in watches {
+        tokio::spawn(cache.clone().watch(
+            client.clone(),
+            resource,
+            watcher::Config::default(),
+            notify.clone(),
+            readiness.register(check),
+            sanitize,
+        ));
+    }
+}

@@ -34,11 +34,10 @@ use api::thirdparty::cnpg::{Backup, Cluster};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_sanitized_watches};
 use crate::pg::{self, BarmanTarget, InstanceDir, Server, StartOptions, Toolchain};
 use crate::podlog;
 
@@ -396,33 +395,12 @@ impl Shared {
         let Some(cluster) = self.clusters.get(ns, name) else {
             return;
         };
-        let mut conditions: Vec<Value> = cluster["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        match conditions.iter_mut().find(|c| c["type"] == cond["type"]) {
-            Some(c) => {
-                if c["status"] == cond["status"]
-                    && c["reason"] == cond["reason"]
-                    && c["message"] == cond["message"]
-                {
-                    return;
-                }
-                let transition = if c["status"] == cond["status"] {
-                    c["lastTransitionTime"].clone()
-                } else {
-                    json!(now)
-                };
-                *c = cond;
-                c["lastTransitionTime"] = transition;
-            }
-            None => {
-                let mut c = cond;
-                c["lastTransitionTime"] = json!(now);
-                conditions.push(c);
-            }
-        }
+        let Some(conditions) =
+            crate::conditions::with_condition(&cluster["status"]["conditions"], cond, &now)
+        else {
+            return;
+        };
         self.patch_status::<Cluster>(ns, name, json!({ "conditions": conditions }))
             .await;
     }
@@ -473,37 +451,34 @@ pub async fn run(
         secrets: Arc::default(),
         tick,
     });
-    for (cache, ar, what) in [
-        (
-            &shared.clusters,
-            ApiResource::erase::<Cluster>(&()),
-            "cnpg: watch Cluster",
-        ),
-        (
-            &shared.backups,
-            ApiResource::erase::<Backup>(&()),
-            "cnpg: watch Backup",
-        ),
-        (
-            &shared.object_stores,
-            ApiResource::erase::<ObjectStore>(&()),
-            "cnpg: watch ObjectStore",
-        ),
-        (
-            &shared.secrets,
-            ApiResource::erase::<Secret>(&()),
-            "cnpg: watch Secret",
-        ),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            ar,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            drop_managed_fields,
-        ));
-    }
+    spawn_sanitized_watches(
+        &client,
+        &readiness,
+        &notify,
+        drop_managed_fields,
+        vec![
+            (
+                &shared.clusters,
+                ApiResource::erase::<Cluster>(&()),
+                "cnpg: watch Cluster",
+            ),
+            (
+                &shared.backups,
+                ApiResource::erase::<Backup>(&()),
+                "cnpg: watch Backup",
+            ),
+            (
+                &shared.object_stores,
+                ApiResource::erase::<ObjectStore>(&()),
+                "cnpg: watch ObjectStore",
+            ),
+            (
+                &shared.secrets,
+                ApiResource::erase::<Secret>(&()),
+                "cnpg: watch Secret",
+            ),
+        ],
+    );
     loop {
         notify.notified().await;
         shared.tick.send_modify(|t| *t += 1);

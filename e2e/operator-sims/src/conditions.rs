@@ -1,6 +1,7 @@
 //! Status helpers the simpler simulators share: `metav1.Condition` lists kept with
-//! `meta.SetStatusCondition` semantics, the test-control annotations, and a status merge patch that
-//! records the simulator's own write in its cache (so the next pass does not repeat it).
+//! `meta.SetStatusCondition` semantics, the test-control annotations, a status merge patch that
+//! records the simulator's own write in its cache (so the next pass does not repeat it), and a
+//! whole-status replacement (the merge patch that nulls what the new status lacks).
 
 use std::collections::BTreeMap;
 
@@ -98,9 +99,72 @@ pub async fn patch_status(
     }
 }
 
+/// The JSON merge patch that turns `current` into `desired` (keys `desired` lacks are nulled).
+pub fn merge_patch_to(current: &Value, desired: &Value) -> Value {
+    match (current, desired) {
+        (Value::Object(c), Value::Object(d)) => {
+            let mut out = serde_json::Map::new();
+            for k in c.keys().filter(|k| !d.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            for (k, v) in d {
+                match c.get(k) {
+                    Some(cv) if cv == v => {}
+                    Some(cv) if cv.is_object() && v.is_object() => {
+                        out.insert(k.clone(), merge_patch_to(cv, v));
+                    }
+                    _ => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        _ => desired.clone(),
+    }
+}
+
+/// Replaces the status of `obj` with `status` (one merge patch on the status subresource).
+pub async fn write_status(
+    client: &kube::Client,
+    resource: &ApiResource,
+    field_manager: &str,
+    obj: &Value,
+    status: Value,
+) {
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let params = PatchParams {
+        field_manager: Some(field_manager.into()),
+        ..Default::default()
+    };
+    let current = match &obj["status"] {
+        Value::Object(_) => obj["status"].clone(),
+        _ => json!({}),
+    };
+    let patch = json!({"status": merge_patch_to(&current, &status)});
+    match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => tracing::info!(kind = %resource.kind, namespace = ns, name, "status updated"),
+        Err(e) => {
+            tracing::warn!(kind = %resource.kind, namespace = ns, name, error = %e, "status update failed")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merge_patches_remove_what_the_new_status_lacks() {
+        let current = json!({"a": 1, "b": {"x": 1, "y": 2}, "c": [1]});
+        let desired = json!({"b": {"x": 1, "z": 3}, "c": [2]});
+        assert_eq!(
+            merge_patch_to(&current, &desired),
+            json!({"a": null, "b": {"y": null, "z": 3}, "c": [2]})
+        );
+    }
 
     #[test]
     fn conditions_keep_their_transition_time_until_the_status_flips() {

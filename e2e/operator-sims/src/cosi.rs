@@ -30,7 +30,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_watches};
 use crate::s3::S3Server;
 
 /// Field manager of the simulated COSI driver.
@@ -96,22 +96,15 @@ pub async fn run(
     let secrets = Arc::new(Cache::default());
     let bucket_ar = ApiResource::erase::<Bucket>(&());
     let claim_ar = ApiResource::erase::<BucketClaim>(&());
-    tokio::spawn(buckets.clone().watch(
-        client.clone(),
-        bucket_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("cosi: watch Bucket"),
-        |_| {},
-    ));
-    tokio::spawn(claims.clone().watch(
-        client.clone(),
-        claim_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("cosi: watch BucketClaim"),
-        |_| {},
-    ));
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![
+            (&buckets, bucket_ar.clone(), "cosi: watch Bucket"),
+            (&claims, claim_ar.clone(), "cosi: watch BucketClaim"),
+        ],
+    );
     tokio::spawn(secrets.clone().watch(
         client.clone(),
         ApiResource::erase::<Secret>(&()),

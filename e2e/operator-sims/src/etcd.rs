@@ -24,12 +24,11 @@ use std::sync::Arc;
 
 use api::thirdparty::etcd::{EtcdCluster, EtcdSnapshot};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_watches};
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
 use crate::conditions::{annotations, condition, now, patch_status, with_condition};
 
@@ -140,19 +139,15 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     let snapshots = Arc::new(Cache::default());
     let cluster_ar = ApiResource::erase::<EtcdCluster>(&());
     let snapshot_ar = ApiResource::erase::<EtcdSnapshot>(&());
-    for (cache, ar, what) in [
-        (&clusters, cluster_ar.clone(), "etcd: watch EtcdCluster"),
-        (&snapshots, snapshot_ar.clone(), "etcd: watch EtcdSnapshot"),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            ar,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            |_| {},
-        ));
-    }
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![
+            (&clusters, cluster_ar.clone(), "etcd: watch EtcdCluster"),
+            (&snapshots, snapshot_ar.clone(), "etcd: watch EtcdSnapshot"),
+        ],
+    );
     loop {
         notify.notified().await;
         for ((ns, name), cluster) in clusters.snapshot() {

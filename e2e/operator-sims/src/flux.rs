@@ -31,12 +31,11 @@ use api::thirdparty::flux::HelmRelease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::Notify;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_watches};
 
 /// Field manager of the simulated helm-controller (rendered objects, HelmRelease status).
 pub const FIELD_MANAGER: &str = "helm-controller";
@@ -352,20 +351,16 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     let app_ar = ApiResource::erase::<Postgres>(&());
     let hr_ar = ApiResource::erase::<HelmRelease>(&());
     let cluster_ar = ApiResource::erase::<Cluster>(&());
-    for (cache, ar, what) in [
-        (&apps, app_ar.clone(), "flux: watch Postgres"),
-        (&releases, hr_ar.clone(), "flux: watch HelmRelease"),
-        (&clusters, cluster_ar.clone(), "flux: watch Cluster"),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            ar,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            |_| {},
-        ));
-    }
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![
+            (&apps, app_ar.clone(), "flux: watch Postgres"),
+            (&releases, hr_ar.clone(), "flux: watch HelmRelease"),
+            (&clusters, cluster_ar.clone(), "flux: watch Cluster"),
+        ],
+    );
     loop {
         notify.notified().await;
         // cozystack-api: each Postgres application is HelmRelease postgres-<name>.

@@ -16,16 +16,10 @@
 //! `backupDetails`), [`ANNOTATION_UNAVAILABLE`] (`health.available=false`). Every transition is
 //! one status write; the next one follows the watch event of that write (no timers).
 
-use std::sync::Arc;
-
 use api::thirdparty::fdb::{FoundationDBBackup, FoundationDBCluster};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-use crate::cache::Cache;
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
 
 /// Field manager of the simulated operator.
@@ -173,100 +167,21 @@ pub fn backup_status(backup: &Value, cluster: Option<&Value>) -> Option<Value> {
     }))
 }
 
-/// The JSON merge patch that turns `current` into `desired` (keys `desired` lacks are nulled).
-pub fn merge_patch_to(current: &Value, desired: &Value) -> Value {
-    match (current, desired) {
-        (Value::Object(c), Value::Object(d)) => {
-            let mut out = serde_json::Map::new();
-            for k in c.keys().filter(|k| !d.contains_key(*k)) {
-                out.insert(k.clone(), Value::Null);
-            }
-            for (k, v) in d {
-                match c.get(k) {
-                    Some(cv) if cv == v => {}
-                    Some(cv) if cv.is_object() && v.is_object() => {
-                        out.insert(k.clone(), merge_patch_to(cv, v));
-                    }
-                    _ => {
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            Value::Object(out)
-        }
-        _ => desired.clone(),
-    }
-}
-
-/// Replaces the status of `obj` with `status` (one merge patch on the status subresource).
-pub async fn write_status(
-    client: &kube::Client,
-    resource: &ApiResource,
-    field_manager: &str,
-    obj: &Value,
-    status: Value,
-) {
-    let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
-    let params = PatchParams {
-        field_manager: Some(field_manager.into()),
-        ..Default::default()
-    };
-    let current = match &obj["status"] {
-        Value::Object(_) => obj["status"].clone(),
-        _ => json!({}),
-    };
-    let patch = json!({"status": merge_patch_to(&current, &status)});
-    match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
-        Ok(_) => tracing::info!(kind = %resource.kind, namespace = ns, name, "status updated"),
-        Err(e) => {
-            tracing::warn!(kind = %resource.kind, namespace = ns, name, error = %e, "status update failed")
-        }
-    }
-}
-
 /// Runs the simulator forever.
 pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow::Result<()> {
-    let notify = Arc::new(Notify::new());
-    let clusters = Arc::new(Cache::default());
-    let backups = Arc::new(Cache::default());
-    let cluster_ar = ApiResource::erase::<FoundationDBCluster>(&());
-    let backup_ar = ApiResource::erase::<FoundationDBBackup>(&());
-    tokio::spawn(clusters.clone().watch(
-        client.clone(),
-        cluster_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("fdb: watch FoundationDBCluster"),
-        |_| {},
-    ));
-    tokio::spawn(backups.clone().watch(
-        client.clone(),
-        backup_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("fdb: watch FoundationDBBackup"),
-        |_| {},
-    ));
-    loop {
-        notify.notified().await;
-        for (_, cluster) in clusters.snapshot() {
-            let want = cluster_status(&cluster);
-            if cluster["status"] != want {
-                write_status(&client, &cluster_ar, FIELD_MANAGER, &cluster, want).await;
-            }
-        }
-        for ((ns, _), backup) in backups.snapshot() {
-            let cluster_name = backup["spec"]["clusterName"].as_str().unwrap_or_default();
-            let cluster = clusters.get(&ns, cluster_name);
-            if let Some(want) = backup_status(&backup, cluster.as_ref())
-                && backup["status"] != want
-            {
-                write_status(&client, &backup_ar, FIELD_MANAGER, &backup, want).await;
-            }
-        }
-    }
+    crate::cluster_backups::run(
+        client,
+        readiness,
+        crate::cluster_backups::Operator {
+            sim: "fdb",
+            field_manager: FIELD_MANAGER,
+            clusters: ApiResource::erase::<FoundationDBCluster>(&()),
+            backups: ApiResource::erase::<FoundationDBBackup>(&()),
+            cluster_status,
+            backup_status,
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -308,16 +223,6 @@ mod tests {
         assert_eq!(second["generations"]["reconciled"], 1);
         let stopped = backup_status(&backup("Stopped", second), Some(&cluster)).unwrap();
         assert_eq!(stopped["backupDetails"]["running"], false);
-    }
-
-    #[test]
-    fn merge_patches_remove_what_the_new_status_lacks() {
-        let current = json!({"a": 1, "b": {"x": 1, "y": 2}, "c": [1]});
-        let desired = json!({"b": {"x": 1, "z": 3}, "c": [2]});
-        assert_eq!(
-            merge_patch_to(&current, &desired),
-            json!({"a": null, "b": {"y": null, "z": 3}, "c": [2]})
-        );
     }
 
     #[test]

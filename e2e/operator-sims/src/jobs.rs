@@ -21,11 +21,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_watches};
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
 use crate::conditions::{annotations, now, patch_status};
 
@@ -118,14 +117,12 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     let notify = Arc::new(Notify::new());
     let jobs = Arc::new(Cache::default());
     let ar = ApiResource::erase::<Job>(&());
-    tokio::spawn(jobs.clone().watch(
-        client.clone(),
-        ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("jobs: watch Job"),
-        |_| {},
-    ));
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![(&jobs, ar.clone(), "jobs: watch Job")],
+    );
     loop {
         notify.notified().await;
         for ((ns, name), job) in jobs.snapshot() {

@@ -33,6 +33,7 @@
 //! Adding a simulator means adding a [`Sim`] variant, its CRDs and its module.
 
 pub mod cache;
+pub mod cluster_backups;
 pub mod cnpg;
 pub mod conditions;
 pub mod cosi;

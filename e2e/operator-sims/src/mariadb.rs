@@ -20,11 +20,10 @@ use std::sync::Arc;
 
 use api::thirdparty::mariadb::{Backup, MariaDB};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, spawn_watches};
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
 use crate::conditions::{annotations, condition, now, patch_status, with_condition};
 
@@ -68,23 +67,19 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     let backups = Arc::new(Cache::default());
     let servers = Arc::new(Cache::default());
     let backup_ar = ApiResource::erase::<Backup>(&());
-    for (cache, ar, what) in [
-        (&backups, backup_ar.clone(), "mariadb: watch Backup"),
-        (
-            &servers,
-            ApiResource::erase::<MariaDB>(&()),
-            "mariadb: watch MariaDB",
-        ),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            ar,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            |_| {},
-        ));
-    }
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![
+            (&backups, backup_ar.clone(), "mariadb: watch Backup"),
+            (
+                &servers,
+                ApiResource::erase::<MariaDB>(&()),
+                "mariadb: watch MariaDB",
+            ),
+        ],
+    );
     loop {
         notify.notified().await;
         for ((ns, name), backup) in backups.snapshot() {

@@ -13,17 +13,12 @@
 //! [`crate::cnpg::ANNOTATION_HANG`] (`"true"`: the backup stays `running`). Every transition is one
 //! status write; the next one follows the watch event of that write (no timers).
 
-use std::sync::Arc;
-
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-use crate::cache::Cache;
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
-use crate::foundationdb::write_status;
+use crate::conditions::now;
 
 /// Field manager of the simulated operator.
 pub const FIELD_MANAGER: &str = "operator-sims-psmdb";
@@ -32,10 +27,6 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj["metadata"]["annotations"][key]
         .as_str()
         .filter(|v| !v.is_empty())
-}
-
-fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The status a cluster should report.
@@ -129,45 +120,19 @@ pub fn backup_status(backup: &Value, cluster: Option<&Value>, now: &str) -> Opti
 
 /// Runs the simulator forever.
 pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow::Result<()> {
-    let notify = Arc::new(Notify::new());
-    let clusters = Arc::new(Cache::default());
-    let backups = Arc::new(Cache::default());
-    let cluster_ar = ApiResource::erase::<PerconaServerMongoDB>(&());
-    let backup_ar = ApiResource::erase::<PerconaServerMongoDBBackup>(&());
-    tokio::spawn(clusters.clone().watch(
-        client.clone(),
-        cluster_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("psmdb: watch PerconaServerMongoDB"),
-        |_| {},
-    ));
-    tokio::spawn(backups.clone().watch(
-        client.clone(),
-        backup_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("psmdb: watch PerconaServerMongoDBBackup"),
-        |_| {},
-    ));
-    loop {
-        notify.notified().await;
-        for (_, cluster) in clusters.snapshot() {
-            let want = cluster_status(&cluster);
-            if cluster["status"] != want {
-                write_status(&client, &cluster_ar, FIELD_MANAGER, &cluster, want).await;
-            }
-        }
-        for ((ns, _), backup) in backups.snapshot() {
-            let cluster_name = backup["spec"]["clusterName"].as_str().unwrap_or_default();
-            let cluster = clusters.get(&ns, cluster_name);
-            if let Some(want) = backup_status(&backup, cluster.as_ref(), &now())
-                && backup["status"] != want
-            {
-                write_status(&client, &backup_ar, FIELD_MANAGER, &backup, want).await;
-            }
-        }
-    }
+    crate::cluster_backups::run(
+        client,
+        readiness,
+        crate::cluster_backups::Operator {
+            sim: "psmdb",
+            field_manager: FIELD_MANAGER,
+            clusters: ApiResource::erase::<PerconaServerMongoDB>(&()),
+            backups: ApiResource::erase::<PerconaServerMongoDBBackup>(&()),
+            cluster_status,
+            backup_status: |backup, cluster| backup_status(backup, cluster, &now()),
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

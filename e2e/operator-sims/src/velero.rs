@@ -37,13 +37,12 @@ use api::thirdparty::velero::{Backup, BackupStorageLocation, DeleteBackupRequest
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::cache::{Cache, Key};
+use crate::cache::{Cache, Key, spawn_sanitized_watches, spawn_watches};
 use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
-use crate::foundationdb::write_status;
+use crate::conditions::write_status;
 
 /// Field manager of the simulated Velero.
 pub const FIELD_MANAGER: &str = "operator-sims-velero";
@@ -97,22 +96,23 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     let bsls = Arc::new(Cache::default());
     let secrets = Arc::new(Cache::default());
     let bsl_ar = ApiResource::erase::<BackupStorageLocation>(&());
-    tokio::spawn(bsls.clone().watch(
-        client.clone(),
-        bsl_ar.clone(),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("velero: watch BackupStorageLocation"),
-        |_| {},
-    ));
-    tokio::spawn(secrets.clone().watch(
-        client.clone(),
-        ApiResource::erase::<Secret>(&()),
-        watcher::Config::default(),
-        notify.clone(),
-        readiness.register("velero: watch Secret"),
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![(&bsls, bsl_ar.clone(), "velero: watch BackupStorageLocation")],
+    );
+    spawn_sanitized_watches(
+        &client,
+        &readiness,
+        &notify,
         keys_only,
-    ));
+        vec![(
+            &secrets,
+            ApiResource::erase::<Secret>(&()),
+            "velero: watch Secret",
+        )],
+    );
     tokio::spawn(run_backups(client.clone(), readiness.clone()));
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -479,34 +479,30 @@ async fn run_backups(client: kube::Client, readiness: runtime::Readiness) {
     let backup_ar = ApiResource::erase::<Backup>(&());
     let upload_ar = ApiResource::erase::<DataUpload>(&());
     let delete_ar = ApiResource::erase::<DeleteBackupRequest>(&());
-    for (cache, resource, what) in [
-        (&backups, backup_ar.clone(), "velero: watch Backup"),
-        (&uploads, upload_ar.clone(), "velero: watch DataUpload"),
-        (
-            &deletes,
-            delete_ar.clone(),
-            "velero: watch DeleteBackupRequest",
-        ),
-        (
-            &vms,
-            ApiResource::erase::<VMInstance>(&()),
-            "velero: watch VMInstance",
-        ),
-        (
-            &disks,
-            ApiResource::erase::<VMDisk>(&()),
-            "velero: watch VMDisk",
-        ),
-    ] {
-        tokio::spawn(cache.clone().watch(
-            client.clone(),
-            resource,
-            watcher::Config::default(),
-            notify.clone(),
-            readiness.register(what),
-            |_| {},
-        ));
-    }
+    spawn_watches(
+        &client,
+        &readiness,
+        &notify,
+        vec![
+            (&backups, backup_ar.clone(), "velero: watch Backup"),
+            (&uploads, upload_ar.clone(), "velero: watch DataUpload"),
+            (
+                &deletes,
+                delete_ar.clone(),
+                "velero: watch DeleteBackupRequest",
+            ),
+            (
+                &vms,
+                ApiResource::erase::<VMInstance>(&()),
+                "velero: watch VMInstance",
+            ),
+            (
+                &disks,
+                ApiResource::erase::<VMDisk>(&()),
+                "velero: watch VMDisk",
+            ),
+        ],
+    );
     loop {
         notify.notified().await;
         let now = chrono::Utc::now();

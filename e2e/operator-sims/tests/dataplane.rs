@@ -65,18 +65,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
     let data_dir = spawn_sims(&mut h, "s3,cosi,cnpg", &[]).await;
 
     // A bucket with real keys, copied into the Secret the ObjectStores name.
-    apply(
-        &api::<api::thirdparty::apps::Bucket>(&h, &ns),
-        json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Bucket",
-               "metadata": {"name": "pg"}, "spec": {"users": {"system": {}}}}),
-    )
-    .await;
-    let creds = eventually("the bucket credentials", || {
-        let h = &h;
-        let ns = ns.clone();
-        async move { secret_data(h, &ns, "bucket-pg-system-credentials").await }
-    })
-    .await;
+    let creds = bucket_credentials(&h, &ns, "pg").await;
     let (bucket, endpoint) = (creds["bucketName"].clone(), creds["endpoint"].clone());
     let secrets: Api<Secret> = Api::namespaced(h.client(), &ns);
     let s3_secret = |secret_key: &str| -> Secret {
@@ -150,15 +139,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
                         "pluginConfiguration": {"name": "barman-cloud.cloudnative-pg.io"}}})
     };
     apply(&backups, plugin_backup("first")).await;
-    let status = eventually("the Backup finished", || {
-        let backups = backups.clone();
-        async move {
-            let b = get(&backups, "first").await?;
-            matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
-                .then(|| b["status"].clone())
-        }
-    })
-    .await;
+    let status = backup_finished(&backups, "first").await;
     assert_eq!(status["phase"], "completed", "{status}");
     for field in [
         "backupId",
@@ -210,19 +191,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
         "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
     );
     psql(&app, "INSERT INTO orders VALUES (11, 'after')");
-    let segment = psql(&admin, "SELECT pg_walfile_name(pg_switch_wal())");
-    eventually("the WAL holding the target archived", || {
-        let admin = admin.clone();
-        let segment = segment.clone();
-        async move {
-            let last = psql(
-                &admin,
-                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-            );
-            (last.as_str() >= segment.as_str()).then_some(())
-        }
-    })
-    .await;
+    archive_current_wal("the WAL holding the target archived", &admin).await;
     apply(
         &stores,
         object_store("postgres-pitr-recovery", &bucket, &endpoint, &ns),
@@ -322,20 +291,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
                 .unwrap();
         }
     };
-    let finished = |name: &'static str| {
-        let backups = backups.clone();
-        async move {
-            eventually(&format!("Backup {name} finished"), || {
-                let backups = backups.clone();
-                async move {
-                    let b = get(&backups, name).await?;
-                    matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
-                        .then(|| b["status"].clone())
-                }
-            })
-            .await
-        }
-    };
+    let finished = |name: &'static str| backup_finished(&backups, name);
     annotate(
         "operator-sims.cozy-backups.io/fail-backup",
         json!("injected failure"),
@@ -410,15 +366,7 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
         "{failing}"
     );
     apply(&backups, plugin_backup("wrong-keys")).await;
-    let status = eventually("the Backup with wrong keys finished", || {
-        let backups = backups.clone();
-        async move {
-            let b = get(&backups, "wrong-keys").await?;
-            matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
-                .then(|| b["status"].clone())
-        }
-    })
-    .await;
+    let status = backup_finished(&backups, "wrong-keys").await;
     assert_eq!(status["phase"], "failed", "{status}");
     let error = status["error"].as_str().unwrap();
     assert!(
@@ -453,13 +401,10 @@ async fn archive_backup_pitr_unreachable_target_and_wrong_keys() {
         .await;
     }
     h.kill("operator-sims").await.unwrap();
-    eventually("no PostgreSQL left after the simulator was killed", || {
-        let data_dir = data_dir.clone();
-        async move {
-            let left = processes_under(&data_dir);
-            left.is_empty().then_some(())
-        }
-    })
+    no_processes_under(
+        "no PostgreSQL left after the simulator was killed",
+        &data_dir,
+    )
     .await;
     h.cleanup().await.unwrap();
 }

@@ -199,18 +199,7 @@ async fn restore_in_place_through_flux_brings_the_data_back() {
     let mut h = Harness::start().await.unwrap();
     let ns = h.temp_namespace("restore").await.unwrap();
     let data_dir = spawn_sims(&mut h, "s3,cosi,cnpg,flux", &[]).await;
-    apply(
-        &api::<api::thirdparty::apps::Bucket>(&h, &ns),
-        json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Bucket",
-               "metadata": {"name": "backups"}, "spec": {"users": {"system": {}}}}),
-    )
-    .await;
-    let creds = eventually("the bucket credentials", || {
-        let h = &h;
-        let ns = ns.clone();
-        async move { secret_data(h, &ns, "bucket-backups-system-credentials").await }
-    })
-    .await;
+    let creds = bucket_credentials(&h, &ns, "backups").await;
     Api::<Secret>::namespaced(h.client(), &ns)
         .create(
             &PostParams::default(),
@@ -269,15 +258,7 @@ async fn restore_in_place_through_flux_brings_the_data_back() {
                         "pluginConfiguration": {"name": "barman-cloud.cloudnative-pg.io"}}}),
     )
     .await;
-    let phase = eventually("the Backup finished", || {
-        let backups = backups.clone();
-        async move {
-            let b = get(&backups, "adhoc").await?;
-            matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
-                .then(|| b["status"].clone())
-        }
-    })
-    .await;
+    let phase = backup_finished(&backups, "adhoc").await;
     assert_eq!(phase["phase"], "completed", "{phase}");
     // A Flux re-render keeps the driver's plugin entry (different field managers).
     reconcile_barrier(&releases, "postgres-orders", "keep-plugins").await;
@@ -291,19 +272,7 @@ async fn restore_in_place_through_flux_brings_the_data_back() {
     let admin = cluster_uri(&h, &ns, "postgres-orders-superuser")
         .await
         .replace("/*", "/postgres");
-    let segment = psql(&admin, "SELECT pg_walfile_name(pg_switch_wal())");
-    eventually("the last WAL archived", || {
-        let admin = admin.clone();
-        let segment = segment.clone();
-        async move {
-            let last = psql(
-                &admin,
-                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-            );
-            (last.as_str() >= segment.as_str()).then_some(())
-        }
-    })
-    .await;
+    archive_current_wal("the last WAL archived", &admin).await;
 
     // The restore-orchestrator's choreography, by hand.
     merge(
@@ -375,10 +344,6 @@ async fn restore_in_place_through_flux_brings_the_data_back() {
         "1,2,3"
     );
     h.kill("operator-sims").await.unwrap();
-    eventually("no PostgreSQL left", || {
-        let data_dir = data_dir.clone();
-        async move { processes_under(&data_dir).is_empty().then_some(()) }
-    })
-    .await;
+    no_processes_under("no PostgreSQL left", &data_dir).await;
     h.cleanup().await.unwrap();
 }

@@ -12,20 +12,7 @@ pub const APP_KIND: &str = "ClickHouse";
 
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
-    if r.kind != APP_KIND {
-        return Err(format!(
-            "altinity strategy supports applicationRef.kind={APP_KIND:?}, got {:?}",
-            r.kind
-        ));
-    }
-    let group = r.api_group.as_deref().unwrap_or("");
-    if !group.is_empty() && group != api::contract::groups::APPS {
-        return Err(format!(
-            "altinity strategy supports applicationRef.apiGroup={:?}, got {group:?}",
-            api::contract::groups::APPS
-        ));
-    }
-    Ok(())
+    crate::app_ref::validate("altinity", APP_KIND, r)
 }
 
 #[cfg(test)]

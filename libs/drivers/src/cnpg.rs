@@ -64,28 +64,12 @@ pub fn cluster_name(app: &str) -> String {
 
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
-    if r.kind != APP_KIND {
-        return Err(format!(
-            "CNPG strategy supports applicationRef.kind={APP_KIND:?}, got {:?}",
-            r.kind
-        ));
-    }
-    let group = r.api_group.as_deref().unwrap_or("");
-    if !group.is_empty() && group != api::contract::groups::APPS {
-        return Err(format!(
-            "CNPG strategy supports applicationRef.apiGroup={:?}, got {group:?}",
-            api::contract::groups::APPS
-        ));
-    }
-    Ok(())
+    crate::app_ref::validate("CNPG", APP_KIND, r)
 }
 
 /// Renders the strategy template against the application (as JSON) and the route's parameters.
 pub fn render_template(template: &Json, app: &Json, parameters: &BTreeMap<String, String>) -> Json {
-    crate::template::render(
-        template,
-        &json!({"Application": app, "Parameters": parameters}),
-    )
+    crate::template::render_for_app(template, app, parameters)
 }
 
 /// The serverName the live Cluster's barman-cloud plugin archives under: the plugin's

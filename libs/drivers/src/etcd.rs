@@ -59,30 +59,14 @@ pub mod keys {
 
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
-    if r.kind != APP_KIND {
-        return Err(format!(
-            "Etcd strategy supports applicationRef.kind={APP_KIND:?}, got {:?}",
-            r.kind
-        ));
-    }
-    let group = r.api_group.as_deref().unwrap_or("");
-    if !group.is_empty() && group != api::contract::groups::APPS {
-        return Err(format!(
-            "Etcd strategy supports applicationRef.apiGroup={:?}, got {group:?}",
-            api::contract::groups::APPS
-        ));
-    }
-    Ok(())
+    crate::app_ref::validate("Etcd", APP_KIND, r)
 }
 
 /// Renders the strategy template against the application and the route's parameters and
 /// re-shapes `destination` as upstream's typed template (`{"s3": {bucket, endpoint, key?,
 /// region?, forcePathStyle?, credentialsSecretRef: {name}}}`; `s3` is `null` when absent).
 pub fn render_template(template: &Json, app: &Json, parameters: &BTreeMap<String, String>) -> Json {
-    let rendered = crate::template::render(
-        template,
-        &json!({"Application": app, "Parameters": parameters}),
-    );
+    let rendered = crate::template::render_for_app(template, app, parameters);
     let s3 = &rendered["destination"]["s3"];
     let shaped = if s3.is_object() {
         let mut out = Map::new();

@@ -63,20 +63,7 @@ pub fn cluster_name(app: &str) -> String {
 
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
-    if r.kind != APP_KIND {
-        return Err(format!(
-            "FoundationDB strategy supports applicationRef.kind={APP_KIND:?}, got {:?}",
-            r.kind
-        ));
-    }
-    let group = r.api_group.as_deref().unwrap_or("");
-    if !group.is_empty() && group != api::contract::groups::APPS {
-        return Err(format!(
-            "FoundationDB strategy supports applicationRef.apiGroup={:?}, got {group:?}",
-            api::contract::groups::APPS
-        ));
-    }
-    Ok(())
+    crate::app_ref::validate("FoundationDB", APP_KIND, r)
 }
 
 /// The application as upstream's typed client sees it: type and object metadata and an empty
@@ -93,10 +80,7 @@ pub fn metadata_only(app: &Json) -> Json {
 
 /// Renders the strategy template against the application and the route's parameters.
 pub fn render_template(template: &Json, app: &Json, parameters: &BTreeMap<String, String>) -> Json {
-    crate::template::render(
-        template,
-        &json!({"Application": metadata_only(app), "Parameters": parameters}),
-    )
+    crate::template::render_for_app(template, &metadata_only(app), parameters)
 }
 
 fn is_true(v: &Json) -> bool {

@@ -10,12 +10,14 @@
 //!  job        strategies running a batch/v1 Job from a pod template (Job, Altinity)
 //!  altinity   clickhouse-backup: the Job mechanics behind a ClickHouse gate
 //!  catalog    the Backup catalog entry in upstream's common shape
+//!  app_ref    upstream's gate on the application reference (kind and group)
 //!  foundationdb  FoundationDBBackup: one running backup per cluster, readiness, catalog fields
 //!  velero     Velero Backup of VMInstance/VMDisk apps: VM resources, failure details, catalog fields
 //!  mongodb    PerconaServerMongoDBBackup: precondition, states, catalog fields
 //! ```
 
 pub mod altinity;
+pub mod app_ref;
 pub mod catalog;
 pub mod cnpg;
 pub mod etcd;

@@ -51,20 +51,7 @@ pub fn operator_name(app: &str) -> String {
 
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
-    if r.kind != APP_KIND {
-        return Err(format!(
-            "MariaDB strategy supports applicationRef.kind={APP_KIND:?}, got {:?}",
-            r.kind
-        ));
-    }
-    let group = r.api_group.as_deref().unwrap_or("");
-    if !group.is_empty() && group != api::contract::groups::APPS {
-        return Err(format!(
-            "MariaDB strategy supports applicationRef.apiGroup={:?}, got {group:?}",
-            api::contract::groups::APPS
-        ));
-    }
-    Ok(())
+    crate::app_ref::validate("MariaDB", APP_KIND, r)
 }
 
 /// Renders the strategy template against the application and the route's parameters, then
@@ -75,10 +62,7 @@ pub fn render_template(
     app: &Json,
     parameters: &BTreeMap<String, String>,
 ) -> Result<Json, String> {
-    let rendered = crate::template::render(
-        template,
-        &json!({"Application": app, "Parameters": parameters}),
-    );
+    let rendered = crate::template::render_for_app(template, app, parameters);
     let mut out = Map::new();
     out.insert("storage".into(), storage_template(&rendered["storage"]));
     if let Some(d) = string_list(&rendered["databases"]) {

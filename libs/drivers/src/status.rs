@@ -115,31 +115,36 @@ pub fn backup_succeeded(
     now: &Time,
 ) {
     status.backup_ref = Some(LocalObjectReference::new(backup_name));
-    status.completed_at = Some(now.clone());
-    status.phase = Some(phases::SUCCEEDED.into());
-    if let Some(message) = ready_message {
-        set_condition(
-            status,
-            condition_types::READY,
-            ConditionStatus::True,
-            api::contract::reasons::BACKUP_COMPLETED,
-            message,
-            now,
-        );
-    }
+    succeeded(
+        status,
+        api::contract::reasons::BACKUP_COMPLETED,
+        ready_message,
+        now,
+    );
 }
 
 /// Terminal success of a RestoreJob: `completedAt`, phase `Succeeded`, and
 /// `Ready=True/RestoreCompleted/<message>` unless the driver writes none (Velero).
 pub fn restore_succeeded(status: &mut RestoreJobStatus, ready_message: Option<&str>, now: &Time) {
-    status.completed_at = Some(now.clone());
-    status.phase = Some(phases::SUCCEEDED.into());
+    succeeded(
+        status,
+        api::contract::reasons::RESTORE_COMPLETED,
+        ready_message,
+        now,
+    );
+}
+
+/// Terminal success: `completedAt`, phase `Succeeded`, and `Ready=True/<reason>/<message>` when
+/// there is a message.
+fn succeeded<S: JobStatus>(status: &mut S, reason: &str, ready_message: Option<&str>, now: &Time) {
+    *status.completed_at_mut() = Some(now.clone());
+    *status.phase_mut() = Some(phases::SUCCEEDED.into());
     if let Some(message) = ready_message {
         set_condition(
             status,
             condition_types::READY,
             ConditionStatus::True,
-            api::contract::reasons::RESTORE_COMPLETED,
+            reason,
             message,
             now,
         );

@@ -16,7 +16,7 @@
 //!
 //! The engine is the `gtmpl` crate, a Rust implementation of Go's `text/template`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use gtmpl::{Context, Template};
 use gtmpl_value::{Func, FuncError, Value};
@@ -26,6 +26,15 @@ use serde_json::Value as Json;
 pub fn render(template: &Json, context: &Json) -> Json {
     let ctx = to_value(context);
     map_strings(template, &|s| render_str(s, &ctx))
+}
+
+/// Renders every string of `template` against what an application's strategy sees:
+/// `.Application` (`app`, as the driver presents it) and `.Parameters` (the route's parameters).
+pub fn render_for_app(template: &Json, app: &Json, parameters: &BTreeMap<String, String>) -> Json {
+    render(
+        template,
+        &serde_json::json!({"Application": app, "Parameters": parameters}),
+    )
 }
 
 /// Renders one string; on any error it comes back unchanged.

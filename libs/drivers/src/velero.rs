@@ -130,7 +130,7 @@ pub fn vm_resources(app_kind: &str, app: &Json, pods: &[Json]) -> Option<VmResou
 
 /// Renders the strategy's `template.spec` against the raw application object.
 pub fn render_spec(spec: &Json, app: &Json, parameters: &BTreeMap<String, String>) -> Json {
-    crate::template::render(spec, &json!({"Application": app, "Parameters": parameters}))
+    crate::template::render_for_app(spec, app, parameters)
 }
 
 /// The Velero Backup of a job: the rendered spec plus one `orLabelSelectors` entry per VM disk,

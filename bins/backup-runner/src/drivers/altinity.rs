@@ -8,6 +8,8 @@
 //!  ─► Complete ─► catalog Backup + Succeeded │ Failed ─► Failed │ otherwise wait (backup deadline)
 //! ```
 
+use std::ops::ControlFlow;
+
 use drivers::job as d;
 
 use super::job::{Observed, decide_batch, observe};
@@ -28,14 +30,12 @@ pub async fn step(ctx: &Context, run: &Run<'_>) -> Result<Step, Error> {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if let Err(message) = drivers::altinity::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message);
-    }
-    if run.status.started_at.is_none() {
-        return run.start(true);
-    }
-    if o.template.is_none() {
-        return run.strategy_not_ready();
+    if let ControlFlow::Break(step) = run.opening(
+        drivers::altinity::validate_app_ref,
+        true,
+        o.template.as_ref(),
+    ) {
+        return step;
     }
     decide_batch(run, o, &d::ALTINITY, || {
         format!(

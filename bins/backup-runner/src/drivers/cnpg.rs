@@ -9,7 +9,9 @@
 //!                     other ─► wait; Failed after the backup deadline (default 6 h)
 //! ```
 
-use api::contract::{labels, phases, reasons};
+use std::ops::ControlFlow;
+
+use api::contract::reasons;
 use drivers::cnpg as d;
 use serde_json::Value as Json;
 
@@ -44,25 +46,14 @@ pub struct Observed {
 pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let ns = run.namespace();
     let cluster = d::cluster_name(&run.job.spec.application_ref.name);
-    let name = run.name();
     Observed {
-        template: ctx
-            .caches
-            .strategy("CNPG", &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+        template: ctx.caches.template("CNPG", &run.resolved.strategy_ref.name),
         app: ctx
             .caches
             .object(APPS, &ns, &run.job.spec.application_ref.name),
         cluster: ctx.caches.object(CLUSTERS, &ns, &cluster),
         object_store: ctx.caches.object(OBJECT_STORES, &ns, &cluster),
-        backups: ctx.caches.labelled(
-            BACKUPS,
-            &ns,
-            &[
-                (labels::OWNED_BY_JOB_NAME, name.as_str()),
-                (labels::OWNED_BY_JOB_NAMESPACE, ns.as_str()),
-            ],
-        ),
+        backups: ctx.caches.owned_by_job(BACKUPS, &ns, run.job),
     }
 }
 
@@ -73,20 +64,17 @@ pub fn step(ctx: &Context, run: &Run<'_>) -> Step {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if let Err(message) = d::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message);
-    }
-    if run.status.started_at.is_none() {
-        return run.start(false);
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready();
+    let (template, app) = match run.template_and_app(
+        d::validate_app_ref,
+        "Postgres",
+        o.template.as_ref(),
+        o.app.as_ref(),
+    ) {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(step) => return step,
     };
     let ns = run.namespace();
     let app_name = &run.job.spec.application_ref.name;
-    let Some(app) = &o.app else {
-        return run.fail(format!("Postgres application not found: {ns}/{app_name}"));
-    };
     let rendered = d::render_template(template, app, &run.resolved.parameters);
     let cluster_name = d::cluster_name(app_name);
     let Some(cluster) = &o.cluster else {
@@ -132,34 +120,20 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             on_error: "failed to attach barman-cloud plugin to Cluster",
         };
     }
-    let name = run.name();
     let Some(backup) = o.backups.first() else {
-        return Step::Create {
-            label: BACKUPS,
-            namespace: ns.clone(),
-            body: d::cnpg_backup(&ns, &name, &cluster_name),
-            selector: vec![
-                (labels::OWNED_BY_JOB_NAME.into(), name.clone()),
-                (labels::OWNED_BY_JOB_NAMESPACE.into(), ns.clone()),
-            ],
-            on_error: "failed to ensure cnpg.io/Backup",
-        };
+        return run.create_owned(
+            BACKUPS,
+            d::cnpg_backup(&ns, &run.name(), &cluster_name),
+            "failed to ensure cnpg.io/Backup",
+        );
     };
-    if run.status.phase.as_deref() != Some(phases::RUNNING) {
-        let mut status = run.status.clone();
-        drivers::status::running(&mut status);
-        return Step::Status {
-            status,
-            recheck: None,
-        };
+    if let Some(step) = run.running() {
+        return step;
     }
     let (phase, error) = d::backup_phase(backup);
     let backup_name = backup["metadata"]["name"].as_str().unwrap_or_default();
     match phase.as_str() {
         d::PHASE_COMPLETED => {
-            if run.status.backup_ref.is_some() {
-                return Step::Idle(None);
-            }
             let (driver_metadata, uri, taken) = d::catalog_fields(&d::Completed {
                 cnpg_backup: backup,
                 cluster: &cluster_name,
@@ -180,19 +154,7 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 ),
                 ..Default::default()
             };
-            let catalog =
-                drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-            let mut status = run.status.clone();
-            drivers::status::backup_succeeded(
-                &mut status,
-                &name,
-                Some("cnpg.io Backup completed"),
-                &run.now,
-            );
-            Step::Complete {
-                backup: Box::new(catalog),
-                status,
-            }
+            run.complete(entry, Some("cnpg.io Backup completed"))
         }
         d::PHASE_FAILED => {
             let message = if error.is_empty() {
@@ -220,15 +182,12 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 },
             )
         }
-        _ => {
-            if run.elapsed() > run.deadline {
-                return run.fail(format!(
-                    "cnpg.io Backup {ns}/{backup_name} did not complete within {} (current phase={phase:?}); raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for very large databases",
-                    drivers::status::go_duration(run.deadline)
-                ));
-            }
-            Step::Idle(Some(run.until(run.deadline)))
-        }
+        _ => run.idle_until(run.deadline, || {
+            format!(
+                "cnpg.io Backup {ns}/{backup_name} did not complete within {} (current phase={phase:?}); raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for very large databases",
+                drivers::status::go_duration(run.deadline)
+            )
+        }),
     }
 }
 

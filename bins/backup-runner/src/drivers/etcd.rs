@@ -12,7 +12,9 @@
 //!
 //! The EtcdCluster carries no owned-by labels: its events wake the Etcd jobs of its namespace.
 
-use api::contract::{labels, phases, reasons};
+use std::ops::ControlFlow;
+
+use api::contract::reasons;
 use drivers::etcd as d;
 use drivers::status::go_duration;
 use serde_json::Value as Json;
@@ -43,24 +45,13 @@ pub struct Observed {
 /// Reads the caches.
 pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let ns = run.namespace();
-    let name = run.name();
     Observed {
-        template: ctx
-            .caches
-            .strategy("Etcd", &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+        template: ctx.caches.template("Etcd", &run.resolved.strategy_ref.name),
         app: ctx
             .caches
             .object(APPS, &ns, &run.job.spec.application_ref.name),
         cluster: ctx.caches.object(CLUSTERS, &ns, d::CLUSTER_NAME),
-        snapshots: ctx.caches.labelled(
-            SNAPSHOTS,
-            &ns,
-            &[
-                (labels::OWNED_BY_JOB_NAME, name.as_str()),
-                (labels::OWNED_BY_JOB_NAMESPACE, ns.as_str()),
-            ],
-        ),
+        snapshots: ctx.caches.owned_by_job(SNAPSHOTS, &ns, run.job),
     }
 }
 
@@ -74,20 +65,16 @@ const SNAPSHOT: &str = "etcd-operator.cozystack.io/EtcdSnapshot";
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if let Err(message) = d::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message);
-    }
-    if run.status.started_at.is_none() {
-        return run.start(false);
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready();
+    let (template, app) = match run.template_and_app(
+        d::validate_app_ref,
+        "Etcd",
+        o.template.as_ref(),
+        o.app.as_ref(),
+    ) {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(step) => return step,
     };
     let ns = run.namespace();
-    let app_name = &run.job.spec.application_ref.name;
-    let Some(app) = &o.app else {
-        return run.fail(format!("Etcd application not found: {ns}/{app_name}"));
-    };
     let rendered = d::render_template(template, app, &run.resolved.parameters);
     if let Err(e) = d::validate_destination(&rendered) {
         return run.fail(format!("rendered Etcd destination is invalid: {e}"));
@@ -124,34 +111,20 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             },
         );
     }
-    let name = run.name();
     let Some(snapshot) = o.snapshots.first() else {
-        return Step::Create {
-            label: SNAPSHOTS,
-            namespace: ns.clone(),
-            body: d::snapshot_body(&ns, &name, &rendered),
-            selector: vec![
-                (labels::OWNED_BY_JOB_NAME.into(), name.clone()),
-                (labels::OWNED_BY_JOB_NAMESPACE.into(), ns.clone()),
-            ],
-            on_error: "failed to ensure etcd-operator.cozystack.io/EtcdSnapshot",
-        };
+        return run.create_owned(
+            SNAPSHOTS,
+            d::snapshot_body(&ns, &run.name(), &rendered),
+            "failed to ensure etcd-operator.cozystack.io/EtcdSnapshot",
+        );
     };
-    if run.status.phase.as_deref() != Some(phases::RUNNING) {
-        let mut status = run.status.clone();
-        drivers::status::running(&mut status);
-        return Step::Status {
-            status,
-            recheck: None,
-        };
+    if let Some(step) = run.running() {
+        return step;
     }
     let snapshot_name = snapshot["metadata"]["name"].as_str().unwrap_or_default();
     let phase = d::phase(snapshot);
     match phase.as_str() {
         d::phases::COMPLETE => {
-            if run.status.backup_ref.is_some() {
-                return Step::Idle(None);
-            }
             let artifact = d::artifact(snapshot);
             let entry = drivers::catalog::Entry {
                 driver_metadata: d::driver_metadata(&rendered, snapshot_name),
@@ -161,19 +134,7 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 underlying_resources: Some(d::snapshot(&rendered, &run.resolved.parameters)),
                 ..Default::default()
             };
-            let catalog =
-                drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-            let mut status = run.status.clone();
-            drivers::status::backup_succeeded(
-                &mut status,
-                &name,
-                Some(&format!("{SNAPSHOT} reached phase=Complete")),
-                &run.now,
-            );
-            Step::Complete {
-                backup: Box::new(catalog),
-                status,
-            }
+            run.complete(entry, Some(&format!("{SNAPSHOT} reached phase=Complete")))
         }
         d::phases::FAILED => run.fail(format!(
             "{SNAPSHOT} {ns}/{snapshot_name} reached phase=Failed ({})",

@@ -21,9 +21,10 @@
 //! not: a missing agent Secret shows as the operator's progress never reaching a restorable
 //! snapshot (`FoundationDBBackupRunning`), and the job fails at its deadline with that progress.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
-use api::contract::{phases, reasons};
+use api::contract::reasons;
 use drivers::foundationdb as d;
 use serde_json::Value as Json;
 
@@ -83,8 +84,7 @@ pub async fn observe(ctx: &Context, run: &Run<'_>) -> Result<Observed, Error> {
     let mut o = Observed {
         template: ctx
             .caches
-            .strategy("FoundationDB", &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+            .template("FoundationDB", &run.resolved.strategy_ref.name),
         app: ctx.caches.object(APPS, &ns, app_name),
         cluster: ctx.caches.object(CLUSTERS, &ns, &d::cluster_name(app_name)),
         backups: ctx.caches.labelled(BACKUPS, &ns, &[]),
@@ -128,25 +128,18 @@ fn late(what: String, deadline: Duration) -> impl FnOnce() -> String {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
-    if let Err(message) = d::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message).into();
-    }
-    if run.status.started_at.is_none() {
-        return run.start(false).into();
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready().into();
+    let (template, app) = match run.template_and_app(
+        d::validate_app_ref,
+        "FoundationDB",
+        o.template.as_ref(),
+        o.app.as_ref(),
+    ) {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(step) => return step.into(),
     };
     let ns = run.namespace();
     let name = run.name();
     let app_name = &run.job.spec.application_ref.name;
-    let Some(app) = &o.app else {
-        return run
-            .fail(format!(
-                "FoundationDB application not found: {ns}/{app_name}"
-            ))
-            .into();
-    };
     let rendered = d::render_template(template, app, &run.resolved.parameters);
     let cluster_name = d::cluster_name(app_name);
     let what = format!("apps.foundationdb.org/FoundationDBCluster {ns}/{cluster_name}");
@@ -213,32 +206,16 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
             }
             .into();
         }
-        return Step::Create {
-            label: BACKUPS,
-            namespace: ns.clone(),
-            body: d::backup_body(&ns, &name, &cluster_name, version, &rendered),
-            selector: vec![
-                (
-                    api::contract::labels::OWNED_BY_JOB_NAME.into(),
-                    name.clone(),
-                ),
-                (
-                    api::contract::labels::OWNED_BY_JOB_NAMESPACE.into(),
-                    ns.clone(),
-                ),
-            ],
-            on_error: d::ENSURE_FAILED,
-        }
-        .into();
+        return run
+            .create_owned(
+                BACKUPS,
+                d::backup_body(&ns, &name, &cluster_name, version, &rendered),
+                d::ENSURE_FAILED,
+            )
+            .into();
     };
-    if run.status.phase.as_deref() != Some(phases::RUNNING) {
-        let mut status = run.status.clone();
-        drivers::status::running(&mut status);
-        return Step::Status {
-            status,
-            recheck: None,
-        }
-        .into();
+    if let Some(step) = run.running() {
+        return step.into();
     }
     if !d::backup_ready(backup) {
         // Upstream's 45 minutes; a shorter backup deadline (flag or BackupClass parameter) bounds
@@ -265,9 +242,6 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
             )
             .into();
     }
-    if run.status.backup_ref.is_some() {
-        return Step::Idle(None).into();
-    }
     let entry = drivers::catalog::Entry {
         // snapshotTime is an FDB version, not a time: the catalog records when it was observed.
         taken_at: None,
@@ -276,72 +250,24 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
         underlying_resources: Some(d::snapshot(&rendered, &run.resolved.parameters, backup)),
         ..Default::default()
     };
-    let catalog = drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-    let mut status = run.status.clone();
-    drivers::status::backup_succeeded(&mut status, &name, Some(d::READY_MESSAGE), &run.now);
-    Step::Complete {
-        backup: Box::new(catalog),
-        status,
-    }
-    .into()
+    run.complete(entry, Some(d::READY_MESSAGE)).into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::TypedLocalObjectReference;
-    use api::backups::{BackupJob, BackupJobStatus, ResolvedStrategy};
     use api::contract::labels;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
-    fn t(s: &str) -> Time {
-        Time(s.parse().unwrap())
-    }
-
-    struct Fixture {
-        job: BackupJob,
-        resolved: ResolvedStrategy,
-        app: TypedLocalObjectReference,
-    }
+    use crate::drivers::testkit::Fixture;
 
     fn fixture() -> Fixture {
-        let job = BackupJob::test("bj")
-            .namespace("tenant")
-            .for_app("FoundationDB", "fdb-src")
-            .build();
-        Fixture {
-            app: job.spec.application_ref.normalized(),
-            job,
-            resolved: ResolvedStrategy {
-                strategy_ref: TypedLocalObjectReference::new(
-                    "strategy.backups.cozystack.io",
-                    "FoundationDB",
-                    "fdb",
-                ),
-                parameters: Default::default(),
-            },
-        }
+        Fixture::new("FoundationDB", "fdb-src", "FoundationDB", &[]).named("bj", "tenant", "fdb")
     }
 
-    fn run<'a>(f: &'a Fixture, phase: Option<&str>, elapsed_min: i64) -> Run<'a> {
-        Run {
-            job: &f.job,
-            status: BackupJobStatus {
-                started_at: Some(t("2026-01-01T00:00:00Z")),
-                phase: phase.map(str::to_owned),
-                ..Default::default()
-            },
-            resolved: &f.resolved,
-            app: &f.app,
-            now: t(&format!(
-                "2026-01-01T{:02}:{:02}:00Z",
-                elapsed_min / 60,
-                elapsed_min % 60
-            )),
-            deadline: Duration::from_secs(6 * 3600),
-        }
+    fn run<'a>(f: &'a Fixture, phase: Option<&str>, elapsed_min: u64) -> Run<'a> {
+        f.run_after(phase, elapsed_min, Duration::from_secs(6 * 3600))
     }
 
     fn observed() -> Observed {

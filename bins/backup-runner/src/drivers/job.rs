@@ -67,10 +67,7 @@ pub async fn observe(
         .labelled(BATCH_JOBS, &ns, &wanted)
         .into_iter()
         .find(|j| j["metadata"]["name"] == batch_name.as_str());
-    let template = ctx
-        .caches
-        .strategy(kind, &run.resolved.strategy_ref.name)
-        .map(|s| s["spec"]["template"].clone());
+    let template = ctx.caches.template(kind, &run.resolved.strategy_ref.name);
     // The application is needed only to render the Job, which happens after the first pass and
     // once the strategy exists.
     let needed = batch_job.is_none() && template.is_some() && run.status.started_at.is_some();
@@ -219,45 +216,27 @@ pub fn decide_batch(
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
             on_error: "failed to ensure batch/v1.Job",
+            announce: None,
         };
     };
     match d::state(batch) {
         d::State::Complete => {
-            if run.status.backup_ref.is_some() {
-                return Step::Idle(None);
-            }
             let entry = drivers::catalog::Entry {
                 driver_metadata: d::driver_metadata(flavor, &run.resolved.parameters),
                 ..Default::default()
             };
-            let catalog =
-                drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-            let mut status = run.status.clone();
-            drivers::status::backup_succeeded(
-                &mut status,
-                &name,
-                Some(flavor.backup_completed),
-                &run.now,
-            );
-            Step::Complete {
-                backup: Box::new(catalog),
-                status,
-            }
+            run.complete(entry, Some(flavor.backup_completed))
         }
         d::State::Failed(message) if message.is_empty() => run.fail(flavor.backup_failed),
         d::State::Failed(message) => run.fail(message),
-        d::State::Running => {
-            // Upstream waits forever for a Job that never finishes; ours ends at the backup
-            // deadline.
-            if run.elapsed() > run.deadline {
-                let batch_name = batch["metadata"]["name"].as_str().unwrap_or_default();
-                return run.fail(format!(
-                    "batch/v1 Job {ns}/{batch_name} did not complete within {}; raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for long backups",
-                    go_duration(run.deadline)
-                ));
-            }
-            Step::Idle(Some(run.until(run.deadline)))
-        }
+        // Upstream waits forever for a Job that never finishes; ours ends at the backup deadline.
+        d::State::Running => run.idle_until(run.deadline, || {
+            let batch_name = batch["metadata"]["name"].as_str().unwrap_or_default();
+            format!(
+                "batch/v1 Job {ns}/{batch_name} did not complete within {}; raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for long backups",
+                go_duration(run.deadline)
+            )
+        }),
     }
 }
 

@@ -9,7 +9,9 @@
 //!     │ otherwise ─► wait; Failed after 30 min (or the backup deadline when shorter)
 //! ```
 
-use api::contract::{labels, phases, reasons};
+use std::ops::ControlFlow;
+
+use api::contract::reasons;
 use drivers::mariadb as d;
 use drivers::status::go_duration;
 use serde_json::Value as Json;
@@ -41,22 +43,13 @@ pub struct Observed {
 pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let ns = run.namespace();
     let app = &run.job.spec.application_ref.name;
-    let name = run.name();
     Observed {
         template: ctx
             .caches
-            .strategy("MariaDB", &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+            .template("MariaDB", &run.resolved.strategy_ref.name),
         app: ctx.caches.object(APPS, &ns, app),
         server: ctx.caches.object(SERVERS, &ns, &d::operator_name(app)),
-        backups: ctx.caches.labelled(
-            BACKUPS,
-            &ns,
-            &[
-                (labels::OWNED_BY_JOB_NAME, name.as_str()),
-                (labels::OWNED_BY_JOB_NAMESPACE, ns.as_str()),
-            ],
-        ),
+        backups: ctx.caches.owned_by_job(BACKUPS, &ns, run.job),
     }
 }
 
@@ -67,20 +60,17 @@ pub fn step(ctx: &Context, run: &Run<'_>) -> Step {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if let Err(message) = d::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message);
-    }
-    if run.status.started_at.is_none() {
-        return run.start(false);
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready();
+    let (template, app) = match run.template_and_app(
+        d::validate_app_ref,
+        "MariaDB",
+        o.template.as_ref(),
+        o.app.as_ref(),
+    ) {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(step) => return step,
     };
     let ns = run.namespace();
     let app_name = &run.job.spec.application_ref.name;
-    let Some(app) = &o.app else {
-        return run.fail(format!("MariaDB application not found: {ns}/{app_name}"));
-    };
     let rendered = match d::render_template(template, app, &run.resolved.parameters) {
         Ok(r) => r,
         Err(e) => return run.fail(format!("failed to template MariaDB strategy: {e}")),
@@ -103,35 +93,17 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             },
         );
     }
-    let name = run.name();
     let Some(backup) = o.backups.first() else {
-        return match d::operator_backup(&ns, &name, app_name, &rendered) {
-            Ok(body) => Step::Create {
-                label: BACKUPS,
-                namespace: ns.clone(),
-                body,
-                selector: vec![
-                    (labels::OWNED_BY_JOB_NAME.into(), name.clone()),
-                    (labels::OWNED_BY_JOB_NAMESPACE.into(), ns.clone()),
-                ],
-                on_error: "failed to ensure k8s.mariadb.com/Backup",
-            },
+        return match d::operator_backup(&ns, &run.name(), app_name, &rendered) {
+            Ok(body) => run.create_owned(BACKUPS, body, "failed to ensure k8s.mariadb.com/Backup"),
             Err(e) => run.fail(format!("failed to ensure k8s.mariadb.com/Backup: {e}")),
         };
     };
-    if run.status.phase.as_deref() != Some(phases::RUNNING) {
-        let mut status = run.status.clone();
-        drivers::status::running(&mut status);
-        return Step::Status {
-            status,
-            recheck: None,
-        };
+    if let Some(step) = run.running() {
+        return step;
     }
     match d::outcome(backup) {
         d::Outcome::Completed { at } => {
-            if run.status.backup_ref.is_some() {
-                return Step::Idle(None);
-            }
             let backup_name = backup["metadata"]["name"].as_str().unwrap_or_default();
             let uri = d::storage_uri(&rendered, backup_name);
             let entry = drivers::catalog::Entry {
@@ -141,30 +113,15 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 underlying_resources: Some(d::snapshot(&rendered, &run.resolved.parameters)),
                 ..Default::default()
             };
-            let catalog =
-                drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-            let mut status = run.status.clone();
-            drivers::status::backup_succeeded(
-                &mut status,
-                &name,
-                Some("k8s.mariadb.com Backup completed"),
-                &run.now,
-            );
-            Step::Complete {
-                backup: Box::new(catalog),
-                status,
-            }
+            run.complete(entry, Some("k8s.mariadb.com Backup completed"))
         }
         d::Outcome::Failed(message) => run.fail(message),
-        d::Outcome::Running(detail) => {
-            if run.elapsed() > deadline {
-                return run.fail(format!(
-                    "k8s.mariadb.com Backup did not complete within {} ({detail})",
-                    go_duration(deadline)
-                ));
-            }
-            Step::Idle(Some(run.until(deadline)))
-        }
+        d::Outcome::Running(detail) => run.idle_until(deadline, || {
+            format!(
+                "k8s.mariadb.com Backup did not complete within {} ({detail})",
+                go_duration(deadline)
+            )
+        }),
     }
 }
 

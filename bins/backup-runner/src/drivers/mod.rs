@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!  loop (at most MAX_STEPS per reconcile):
-//!    observe (caches) ─► decide (pure) ─► Step::Apply/Create ─► write, observe again
-//!                                        Step::CreateAnnounced ─► the same, with Events on the job
+//!    observe (caches) ─► decide (pure) ─► Step::Apply/Patch ─► write, observe again
+//!                                        Step::Create      ─► create unless it exists (Events on the
+//!                                                             job when announced), stop
 //!                                        Step::Status        ─► write the job's status, stop
 //!                                        Step::Complete      ─► create the catalog Backup, write success, stop
 //!                                        Step::Idle          ─► stop (an event or the deadline wakes it)
@@ -25,11 +26,12 @@ pub mod mongodb;
 pub(crate) mod testkit;
 pub mod velero;
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use api::TypedLocalObjectReference;
 use api::backups::{Backup, BackupJob, BackupJobStatus, ResolvedStrategy};
-use api::contract::reasons;
+use api::contract::{labels, phases, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
@@ -152,6 +154,109 @@ impl Run<'_> {
             recheck: None,
         }
     }
+
+    /// The opening the strategy drivers' decisions share, in upstream's order: the raw application
+    /// reference passes the driver's gate `check` (else Failed with its message); the first pass
+    /// stamps `startedAt` (and phase Running when `running`); the strategy's template exists (else
+    /// the StrategyNotReady wait). Continue with the template, or break with the step to take.
+    pub fn opening<'o>(
+        &self,
+        check: impl FnOnce(&TypedLocalObjectReference) -> Result<(), String>,
+        running: bool,
+        template: Option<&'o Json>,
+    ) -> ControlFlow<Step, &'o Json> {
+        if let Err(message) = check(&self.job.spec.application_ref) {
+            return ControlFlow::Break(self.fail(message));
+        }
+        if self.status.started_at.is_none() {
+            return ControlFlow::Break(self.start(running));
+        }
+        match template {
+            Some(template) => ControlFlow::Continue(template),
+            None => ControlFlow::Break(self.strategy_not_ready()),
+        }
+    }
+
+    /// [`Run::opening`] (phase stays empty on the first pass), then the application, which must
+    /// exist: else Failed with `<app_kind> application not found: <ns>/<name>`.
+    pub fn template_and_app<'o>(
+        &self,
+        check: impl FnOnce(&TypedLocalObjectReference) -> Result<(), String>,
+        app_kind: &str,
+        template: Option<&'o Json>,
+        app: Option<&'o Json>,
+    ) -> ControlFlow<Step, (&'o Json, &'o Json)> {
+        let template = self.opening(check, false, template)?;
+        match app {
+            Some(app) => ControlFlow::Continue((template, app)),
+            None => ControlFlow::Break(self.fail(format!(
+                "{app_kind} application not found: {}/{}",
+                self.namespace(),
+                self.job.spec.application_ref.name
+            ))),
+        }
+    }
+
+    /// The labels that mark an object as this job's (owned-by name and namespace), as a
+    /// [`Step::Create`] selector.
+    pub fn owned_by(&self) -> Vec<(String, String)> {
+        vec![
+            (labels::OWNED_BY_JOB_NAME.into(), self.name()),
+            (labels::OWNED_BY_JOB_NAMESPACE.into(), self.namespace()),
+        ]
+    }
+
+    /// Create `body` (cache `label`) in the job's namespace unless an object owned by the job
+    /// exists; a refusal fails the job with `<on_error>: <error>`.
+    pub fn create_owned(&self, label: &'static str, body: Json, on_error: &'static str) -> Step {
+        Step::Create {
+            label,
+            namespace: self.namespace(),
+            body,
+            selector: self.owned_by(),
+            on_error,
+            announce: None,
+        }
+    }
+
+    /// Phase Running, the step once the driver's backup object exists; `None` when the job is
+    /// Running already.
+    pub fn running(&self) -> Option<Step> {
+        if self.status.phase.as_deref() == Some(phases::RUNNING) {
+            return None;
+        }
+        let mut status = self.status.clone();
+        drivers::status::running(&mut status);
+        Some(Step::Status {
+            status,
+            recheck: None,
+        })
+    }
+
+    /// Waiting without a status write for a backup in progress: Failed with `late()` once
+    /// `deadline` (from `startedAt`) passed, else idle until then (an event may come first).
+    pub fn idle_until(&self, deadline: Duration, late: impl FnOnce() -> String) -> Step {
+        if self.elapsed() > deadline {
+            return self.fail(late());
+        }
+        Step::Idle(Some(self.until(deadline)))
+    }
+
+    /// The success: record the catalog Backup `entry`, then phase Succeeded with the `Ready=True`
+    /// `message` (none: no Ready condition). Idle when the job already refers to its Backup.
+    pub fn complete(&self, entry: drivers::catalog::Entry, message: Option<&str>) -> Step {
+        if self.status.backup_ref.is_some() {
+            return Step::Idle(None);
+        }
+        let backup =
+            drivers::catalog::backup(self.job, &self.resolved.strategy_ref, entry, &self.now);
+        let mut status = self.status.clone();
+        drivers::status::backup_succeeded(&mut status, &self.name(), message, &self.now);
+        Step::Complete {
+            backup: Box::new(backup),
+            status,
+        }
+    }
 }
 
 /// `Ready=False/<reason>` on a working copy of a job's status (no phase change).
@@ -195,7 +300,8 @@ pub enum Step {
         on_error: &'static str,
     },
     /// Create an object of cache `label` in `namespace` unless one with these labels exists
-    /// (checked fresh), then continue; a refusal fails the job with `<on_error>: <error>`.
+    /// (checked fresh), then stop (the object's watch event drives the next pass); a refusal fails
+    /// the job with `<on_error>: <error>`.
     Create {
         /// Cache label of the kind.
         label: &'static str,
@@ -207,25 +313,8 @@ pub enum Step {
         selector: Vec<(String, String)>,
         /// Message prefix of the failure.
         on_error: &'static str,
-    },
-    /// A [`Step::Create`] announced with Events on the job (Velero's `VeleroBackupCreated` /
-    /// `VeleroBackupCreationFailed`): `created` (Normal) once the object was created, `failed`
-    /// (Warning, `<note>: <error>`) whenever the create fails.
-    CreateAnnounced {
-        /// Cache label of the kind.
-        label: &'static str,
-        /// Where to create it.
-        namespace: String,
-        /// The create body.
-        body: Json,
-        /// Labels identifying "the one" object.
-        selector: Vec<(String, String)>,
-        /// Message prefix of the failure.
-        on_error: &'static str,
-        /// Reason and note of the Normal Event.
-        created: (&'static str, String),
-        /// Reason and note prefix of the Warning Event.
-        failed: (&'static str, String),
+        /// The Events on the job that tell of the create, if the driver announces it.
+        announce: Option<Announce>,
     },
     /// JSON-merge-patch an object of cache `label` (e.g. stop another FoundationDBBackup), then
     /// continue; NotFound counts as done; a refusal fails the job with `<on_error>: <error>`.
@@ -250,6 +339,16 @@ pub enum Step {
     },
     /// Nothing to write; wake after `recheck` unless an event comes first.
     Idle(Option<Duration>),
+}
+
+/// The Events on the job of an announced [`Step::Create`] (Velero's `VeleroBackupCreated` /
+/// `VeleroBackupCreationFailed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announce {
+    /// Reason and note of the Normal Event, once the object was created.
+    pub created: (&'static str, String),
+    /// Reason and note prefix of the Warning Event (`<note>: <error>`), whenever the create fails.
+    pub failed: (&'static str, String),
 }
 
 /// Runs the driver of `kind` for one reconcile.
@@ -311,6 +410,7 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                 body,
                 selector,
                 on_error,
+                announce,
             } => {
                 let create = Create {
                     label,
@@ -319,25 +419,7 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
                     selector,
                     on_error,
                 };
-                return create_once(ctx, run, create, None).await;
-            }
-            Step::CreateAnnounced {
-                label,
-                namespace,
-                body,
-                selector,
-                on_error,
-                created,
-                failed,
-            } => {
-                let create = Create {
-                    label,
-                    namespace,
-                    body,
-                    selector,
-                    on_error,
-                };
-                return create_once(ctx, run, create, Some((created, failed))).await;
+                return create_once(ctx, run, create, announce).await;
             }
             Step::Status { status, recheck } => {
                 write_status(ctx, run, status).await?;
@@ -370,16 +452,13 @@ struct Create {
     on_error: &'static str,
 }
 
-/// An Event `(reason, note)`.
-type Announcement = (&'static str, String);
-
 /// Creates the object of a create step unless one with its labels exists (checked fresh), with the
-/// optional Events `(created, failed)` of [`Step::CreateAnnounced`].
+/// Events of `announce`.
 async fn create_once(
     ctx: &Context,
     run: &mut Run<'_>,
     c: Create,
-    announce: Option<(Announcement, Announcement)>,
+    announce: Option<Announce>,
 ) -> Result<Action, Error> {
     let resource = ctx.caches.resource(c.label);
     let ns = &c.namespace;
@@ -397,9 +476,10 @@ async fn create_once(
             Error::Api { source, .. } => source.to_string(),
             other => other.to_string(),
         };
-        announce
-            .as_ref()
-            .map(|(_, (reason, note))| (*reason, format!("{note}: {detail}")))
+        announce.as_ref().map(|a| {
+            let (reason, note) = &a.failed;
+            (*reason, format!("{note}: {detail}"))
+        })
     };
     // A refused list (e.g. a job name too long for a label value) fails the job like a refused
     // create would, instead of retrying forever.
@@ -424,7 +504,11 @@ async fn create_once(
             }
         };
         tracing::info!(job = %format!("{}/{}", run.namespace(), run.name()), kind = %resource.kind, name = %created.name_any(), "created");
-        if let Some(((reason, note), _)) = &announce {
+        if let Some(Announce {
+            created: (reason, note),
+            ..
+        }) = &announce
+        {
             ctx.event(run.job, EventType::Normal, reason, note).await;
         }
     }

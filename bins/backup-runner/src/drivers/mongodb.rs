@@ -12,7 +12,9 @@
 //!
 //! Every wait ends at min(30 min, backup deadline) from `startedAt` (upstream: 30 min).
 
-use api::contract::{labels, phases, reasons};
+use std::ops::ControlFlow;
+
+use api::contract::reasons;
 use drivers::mongodb as d;
 use serde_json::Value as Json;
 
@@ -42,23 +44,14 @@ pub struct Observed {
 /// Reads the caches.
 pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let ns = run.namespace();
-    let name = run.name();
     let app = &run.job.spec.application_ref.name;
     Observed {
         template: ctx
             .caches
-            .strategy("MongoDB", &run.resolved.strategy_ref.name)
-            .map(|s| s["spec"]["template"].clone()),
+            .template("MongoDB", &run.resolved.strategy_ref.name),
         app: ctx.caches.object(APPS, &ns, app),
         cluster: ctx.caches.object(CLUSTERS, &ns, &d::cluster_name(app)),
-        backups: ctx.caches.labelled(
-            BACKUPS,
-            &ns,
-            &[
-                (labels::OWNED_BY_JOB_NAME, name.as_str()),
-                (labels::OWNED_BY_JOB_NAMESPACE, ns.as_str()),
-            ],
-        ),
+        backups: ctx.caches.owned_by_job(BACKUPS, &ns, run.job),
     }
 }
 
@@ -69,20 +62,14 @@ pub fn step(ctx: &Context, run: &Run<'_>) -> Step {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if let Err(message) = d::validate_app_ref(&run.job.spec.application_ref) {
-        return run.fail(message);
-    }
-    if run.status.started_at.is_none() {
-        return run.start(false);
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready();
+    let template = match run.opening(d::validate_app_ref, false, o.template.as_ref()) {
+        ControlFlow::Continue(template) => template,
+        ControlFlow::Break(step) => return step,
     };
     // Upstream's 30 minutes; a shorter backup deadline (flag or BackupClass parameter) bounds it.
     let deadline = d::DEADLINE.min(run.deadline);
     let within = drivers::status::go_duration(deadline);
     let ns = run.namespace();
-    let name = run.name();
     let app_name = &run.job.spec.application_ref.name;
     let Some(app) = &o.app else {
         return run.wait(
@@ -120,30 +107,17 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
         );
     }
     let Some(backup) = o.backups.first() else {
-        return Step::Create {
-            label: BACKUPS,
-            namespace: ns.clone(),
-            body: d::backup_body(&ns, &name, &cluster_name, &rendered),
-            selector: vec![
-                (labels::OWNED_BY_JOB_NAME.into(), name.clone()),
-                (labels::OWNED_BY_JOB_NAMESPACE.into(), ns.clone()),
-            ],
-            on_error: d::ENSURE_FAILED,
-        };
+        return run.create_owned(
+            BACKUPS,
+            d::backup_body(&ns, &run.name(), &cluster_name, &rendered),
+            d::ENSURE_FAILED,
+        );
     };
-    if run.status.phase.as_deref() != Some(phases::RUNNING) {
-        let mut status = run.status.clone();
-        drivers::status::running(&mut status);
-        return Step::Status {
-            status,
-            recheck: None,
-        };
+    if let Some(step) = run.running() {
+        return step;
     }
     match d::state(backup) {
         d::STATE_READY => {
-            if run.status.backup_ref.is_some() {
-                return Step::Idle(None);
-            }
             let entry = drivers::catalog::Entry {
                 taken_at: d::taken_at(backup),
                 driver_metadata: d::driver_metadata(backup),
@@ -156,93 +130,43 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                 )),
                 ..Default::default()
             };
-            let catalog =
-                drivers::catalog::backup(run.job, &run.resolved.strategy_ref, entry, &run.now);
-            let mut status = run.status.clone();
-            drivers::status::backup_succeeded(&mut status, &name, Some(d::READY_MESSAGE), &run.now);
-            Step::Complete {
-                backup: Box::new(catalog),
-                status,
-            }
+            run.complete(entry, Some(d::READY_MESSAGE))
         }
         d::STATE_ERROR | d::STATE_REJECTED => run.fail(d::failure_message(backup)),
-        state => {
-            if run.elapsed() > deadline {
-                let detail = if state.is_empty() {
-                    "no state observed".to_owned()
-                } else {
-                    format!("state={state}")
-                };
-                return run.fail(format!(
-                    "psmdb.percona.com PerconaServerMongoDBBackup did not complete within {within} ({detail})"
-                ));
-            }
-            Step::Idle(Some(run.until(deadline)))
-        }
+        state => run.idle_until(deadline, || {
+            let detail = if state.is_empty() {
+                "no state observed".to_owned()
+            } else {
+                format!("state={state}")
+            };
+            format!(
+                "psmdb.percona.com PerconaServerMongoDBBackup did not complete within {within} ({detail})"
+            )
+        }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::TypedLocalObjectReference;
-    use api::backups::{BackupJob, BackupJobStatus, ResolvedStrategy};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use api::backups::BackupJobStatus;
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use std::time::Duration;
 
-    fn t(s: &str) -> Time {
-        Time(s.parse().unwrap())
-    }
-
-    struct Fixture {
-        job: BackupJob,
-        resolved: ResolvedStrategy,
-        app: TypedLocalObjectReference,
-    }
+    use crate::drivers::testkit::Fixture;
 
     fn fixture() -> Fixture {
-        let job = BackupJob::test("bj")
-            .namespace("tenant")
-            .for_app("MongoDB", "m")
-            .build();
-        Fixture {
-            app: job.spec.application_ref.normalized(),
-            job,
-            resolved: ResolvedStrategy {
-                strategy_ref: TypedLocalObjectReference::new(
-                    "strategy.backups.cozystack.io",
-                    "MongoDB",
-                    "mongo",
-                ),
-                parameters: Default::default(),
-            },
-        }
+        Fixture::new("MongoDB", "m", "MongoDB", &[]).named("bj", "tenant", "mongo")
     }
 
     fn run<'a>(
         f: &'a Fixture,
         phase: Option<&str>,
-        elapsed_min: i64,
+        elapsed_min: u64,
         deadline_min: u64,
     ) -> Run<'a> {
-        Run {
-            job: &f.job,
-            status: BackupJobStatus {
-                started_at: Some(t("2026-01-01T00:00:00Z")),
-                phase: phase.map(str::to_owned),
-                ..Default::default()
-            },
-            resolved: &f.resolved,
-            app: &f.app,
-            now: t(&format!(
-                "2026-01-01T{:02}:{:02}:00Z",
-                elapsed_min / 60,
-                elapsed_min % 60
-            )),
-            deadline: Duration::from_secs(deadline_min * 60),
-        }
+        f.run_after(phase, elapsed_min, Duration::from_secs(deadline_min * 60))
     }
 
     fn observed() -> Observed {

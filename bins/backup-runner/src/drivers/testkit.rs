@@ -15,6 +15,11 @@ pub(crate) fn now() -> Time {
     Time("2026-01-01T01:00:00Z".parse().unwrap())
 }
 
+/// Midnight before `now()`: where the tests that count minutes from the start start their job.
+pub(crate) fn midnight() -> Time {
+    Time("2026-01-01T00:00:00Z".parse().unwrap())
+}
+
 /// `now()` minus `ago`.
 pub(crate) fn ago(ago: Duration) -> Time {
     Time(now().0 - k8s_openapi::jiff::SignedDuration::try_from(ago).unwrap())
@@ -67,6 +72,14 @@ impl Fixture {
         }
     }
 
+    /// The job renamed `name` in `namespace`, its route naming strategy `strategy`.
+    pub(crate) fn named(mut self, name: &str, namespace: &str, strategy: &str) -> Self {
+        self.job.metadata.name = Some(name.into());
+        self.job.metadata.namespace = Some(namespace.into());
+        self.resolved.strategy_ref.name = strategy.into();
+        self
+    }
+
     /// With this status.
     pub(crate) fn status(mut self, status: BackupJobStatus) -> Self {
         self.job.status = Some(status);
@@ -91,6 +104,28 @@ impl Fixture {
             app: &self.app,
             now: now(),
             deadline: deadline.unwrap_or(Duration::from_secs(6 * 3600)),
+        }
+    }
+
+    /// The run `elapsed_min` minutes after a start at [`midnight`], in `phase`, with `deadline`.
+    pub(crate) fn run_after(
+        &self,
+        phase: Option<&str>,
+        elapsed_min: u64,
+        deadline: Duration,
+    ) -> Run<'_> {
+        let elapsed = Duration::from_secs(elapsed_min * 60);
+        Run {
+            job: &self.job,
+            status: BackupJobStatus {
+                started_at: Some(midnight()),
+                phase: phase.map(str::to_owned),
+                ..Default::default()
+            },
+            resolved: &self.resolved,
+            app: &self.app,
+            now: Time(midnight().0 + k8s_openapi::jiff::SignedDuration::try_from(elapsed).unwrap()),
+            deadline,
         }
     }
 }

@@ -16,15 +16,16 @@
 //! pods, which nothing else needs watched) and right after a failure (the backup's DataUploads,
 //! listed fresh so that a failure that reached the Velero Backup first is still explained).
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
-use api::contract::{labels, phases};
+use api::contract::phases;
 use drivers::velero as d;
 use kube::api::{Api, ListParams};
 use kube::core::{ApiResource, PartialObjectMeta};
 use serde_json::Value as Json;
 
-use super::{Run, Step};
+use super::{Announce, Run, Step};
 use crate::context::{Context, Error, api_err};
 
 /// Cache label of Velero Backups (labelled with the owning job, in cozy-velero).
@@ -46,22 +47,13 @@ pub struct Observed {
     pub data_uploads: Vec<Json>,
 }
 
-fn owned_by(run: &Run<'_>) -> [(&'static str, String); 2] {
-    [
-        (labels::OWNED_BY_JOB_NAME, run.name()),
-        (labels::OWNED_BY_JOB_NAMESPACE, run.namespace()),
-    ]
-}
-
 /// Observes: the caches, plus the fresh reads described in the module header.
 pub async fn observe(ctx: &Context, run: &Run<'_>) -> Result<Observed, Error> {
     let template = ctx
         .caches
-        .strategy("Velero", &run.resolved.strategy_ref.name)
-        .map(|s| s["spec"]["template"]["spec"].clone());
-    let sel = owned_by(run);
-    let sel: Vec<(&str, &str)> = sel.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let backups = ctx.caches.labelled(BACKUPS, d::NAMESPACE, &sel);
+        .template("Velero", &run.resolved.strategy_ref.name)
+        .map(|t| t["spec"].clone());
+    let backups = ctx.caches.owned_by_job(BACKUPS, d::NAMESPACE, run.job);
     let mut o = Observed {
         template,
         backups,
@@ -206,11 +198,10 @@ pub async fn step(ctx: &Context, run: &Run<'_>) -> Result<Step, Error> {
 
 /// The pure decision.
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
-    if run.status.started_at.is_none() {
-        return run.start(false);
-    }
-    let Some(template) = &o.template else {
-        return run.strategy_not_ready();
+    // Upstream's Velero driver has no gate on the application kind: any kind the API serves.
+    let template = match run.opening(|_| Ok(()), false, o.template.as_ref()) {
+        ControlFlow::Continue(template) => template,
+        ControlFlow::Break(step) => return step,
     };
     let ns = run.namespace();
     let name = run.name();
@@ -225,40 +216,31 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
             let resources = d::vm_resources(&run.app.kind, app, &o.pods);
             let spec = d::render_spec(template, app, &run.resolved.parameters);
             let generate_name = d::generate_name(&ns, &name);
-            Step::CreateAnnounced {
+            Step::Create {
                 label: BACKUPS,
                 namespace: d::NAMESPACE.into(),
                 body: d::backup_body(&ns, &name, &spec, resources.as_ref()),
-                selector: vec![
-                    (labels::OWNED_BY_JOB_NAME.into(), name.clone()),
-                    (labels::OWNED_BY_JOB_NAMESPACE.into(), ns.clone()),
-                ],
+                selector: run.owned_by(),
                 on_error: d::CREATE_FAILED,
-                created: (
-                    api::contract::event_reasons::VELERO_BACKUP_CREATED,
-                    d::created_note(&generate_name),
-                ),
-                failed: (
-                    api::contract::event_reasons::VELERO_BACKUP_CREATION_FAILED,
-                    d::creation_failed_note(&generate_name),
-                ),
+                announce: Some(Announce {
+                    created: (
+                        api::contract::event_reasons::VELERO_BACKUP_CREATED,
+                        d::created_note(&generate_name),
+                    ),
+                    failed: (
+                        api::contract::event_reasons::VELERO_BACKUP_CREATION_FAILED,
+                        d::creation_failed_note(&generate_name),
+                    ),
+                }),
             }
         }
         [backup] => {
-            if run.status.phase.as_deref() != Some(phases::RUNNING) {
-                let mut status = run.status.clone();
-                drivers::status::running(&mut status);
-                return Step::Status {
-                    status,
-                    recheck: None,
-                };
+            if let Some(step) = run.running() {
+                return step;
             }
             let phase = d::phase(backup);
             match phase {
                 d::PHASE_COMPLETED => {
-                    if run.status.backup_ref.is_some() {
-                        return Step::Idle(None);
-                    }
                     let c = d::catalog(backup);
                     let entry = drivers::catalog::Entry {
                         taken_at: c.taken_at,
@@ -267,33 +249,20 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
                         underlying_resources: c.underlying_resources,
                         ..Default::default()
                     };
-                    let catalog = drivers::catalog::backup(
-                        run.job,
-                        &run.resolved.strategy_ref,
-                        entry,
-                        &run.now,
-                    );
-                    let mut status = run.status.clone();
-                    drivers::status::backup_succeeded(&mut status, &name, None, &run.now);
-                    Step::Complete {
-                        backup: Box::new(catalog),
-                        status,
-                    }
+                    // Upstream writes no Ready condition for a Velero success.
+                    run.complete(entry, None)
                 }
                 d::PHASE_FAILED | d::PHASE_PARTIALLY_FAILED => {
                     run.fail(d::failure_message(backup, &o.data_uploads))
                 }
-                _ => {
-                    if run.elapsed() > run.deadline {
-                        let velero_name = backup["metadata"]["name"].as_str().unwrap_or_default();
-                        return run.fail(format!(
-                            "Velero Backup {}/{velero_name} did not complete within {} (current phase={phase:?}); raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for very large volumes",
-                            d::NAMESPACE,
-                            drivers::status::go_duration(run.deadline)
-                        ));
-                    }
-                    Step::Idle(Some(run.until(run.deadline)))
-                }
+                _ => run.idle_until(run.deadline, || {
+                    let velero_name = backup["metadata"]["name"].as_str().unwrap_or_default();
+                    format!(
+                        "Velero Backup {}/{velero_name} did not complete within {} (current phase={phase:?}); raise the BackupClass parameter backupDeadline or the runner's --backup-deadline for very large volumes",
+                        d::NAMESPACE,
+                        drivers::status::go_duration(run.deadline)
+                    )
+                }),
             }
         }
         _ => {
@@ -311,63 +280,28 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::TypedLocalObjectReference;
-    use api::backups::{BackupJob, ResolvedStrategy};
     use api::contract::{annotations, reasons};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
-    fn t(s: &str) -> Time {
-        Time(s.parse().unwrap())
-    }
-
-    struct Fixture {
-        job: BackupJob,
-        resolved: ResolvedStrategy,
-        app: TypedLocalObjectReference,
-    }
+    use crate::drivers::testkit::Fixture;
 
     fn fixture() -> Fixture {
-        let job = BackupJob::test("bj")
-            .namespace("tenant")
-            .for_app("VMInstance", "web")
-            .build();
-        Fixture {
-            app: job.spec.application_ref.normalized(),
-            job,
-            resolved: ResolvedStrategy {
-                strategy_ref: TypedLocalObjectReference::new(
-                    "strategy.backups.cozystack.io",
-                    "Velero",
-                    "vm",
-                ),
-                parameters: [("bsl".to_owned(), "cozy-default".to_owned())].into(),
-            },
-        }
+        Fixture::new("VMInstance", "web", "Velero", &[("bsl", "cozy-default")])
+            .named("bj", "tenant", "vm")
     }
 
+    /// The run `elapsed_min` minutes after the start; before it (`startedAt` unset) when negative.
     fn run<'a>(f: &'a Fixture, phase: Option<&str>, elapsed_min: i64) -> Run<'a> {
-        let mut status = api::backups::BackupJobStatus {
-            started_at: Some(t("2026-01-01T00:00:00Z")),
-            phase: phase.map(str::to_owned),
-            ..Default::default()
-        };
+        let mut run = f.run_after(
+            phase,
+            elapsed_min.max(0).unsigned_abs(),
+            Duration::from_secs(60 * 60),
+        );
         if elapsed_min < 0 {
-            status.started_at = None;
+            run.status.started_at = None;
         }
-        Run {
-            job: &f.job,
-            status,
-            resolved: &f.resolved,
-            app: &f.app,
-            now: t(&format!(
-                "2026-01-01T{:02}:{:02}:00Z",
-                elapsed_min.max(0) / 60,
-                elapsed_min.max(0) % 60
-            )),
-            deadline: Duration::from_secs(60 * 60),
-        }
+        run
     }
 
     fn velero(phase: &str, status: Json) -> Json {
@@ -422,14 +356,13 @@ mod tests {
         ));
         o.pods = vec![json!({"metadata": {"name": "p", "annotations": {d::OVN_IP: "10.0.0.5"}}})];
         match decide(&run(&f, None, 1), &o) {
-            Step::CreateAnnounced {
+            Step::Create {
                 label,
                 namespace,
                 body,
                 selector,
                 on_error,
-                created,
-                failed,
+                announce: Some(Announce { created, failed }),
             } => {
                 assert_eq!(
                     (label, namespace.as_str(), on_error),

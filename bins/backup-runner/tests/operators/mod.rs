@@ -2,30 +2,20 @@
 //! real `backup-runner`, `strategy-renderer` and `credentials-projector` binaries, and
 //! `operator-sims` with the COSI provisioner (the platform bucket and its credentials Secret) plus
 //! the simulated operators under test; the application CRDs a tenant's apps need; and the waits
-//! the tests share.
+//! the tests share (over [`crate::support`], which the test declares next to this module).
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use api::backups::{Backup, BackupClass, BackupJob};
+use api::backups::{Backup, BackupJob};
 use harness::dataplane::apply;
 use harness::{Admin, DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-/// How long a step may take (daemons start, watches list, a job runs through its driver).
-pub const WAIT: Duration = Duration::from_secs(60);
-/// The annotation that makes a simulated operator fail a backup.
-pub const FAIL: &str = "operator-sims.cozy-backups.io/fail-backup";
-/// The annotation that makes a simulated operator hold a backup where it is.
-pub const HANG: &str = "operator-sims.cozy-backups.io/hang";
+use crate::support::{WAIT, bin, ready};
 
-/// A built binary of the workspace.
-pub fn bin(name: &str) -> PathBuf {
-    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
-}
+/// The platform bucket's endpoint as the renderer and the projector name it.
+const ENDPOINT: &str = "http://s3.cozy.local";
 
 /// The running platform.
 pub struct Platform {
@@ -75,13 +65,15 @@ impl Platform {
             .unwrap();
         h.spawn_ready(
             DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-                .args(["--endpoint=http://s3.cozy.local"]),
+                .args([format!("--endpoint={ENDPOINT}")]),
             WAIT,
         )
         .await
         .unwrap();
         if projector {
-            h.spawn_ready(projector_spec(), WAIT).await.unwrap();
+            h.spawn_ready(crate::support::projector(ENDPOINT), WAIT)
+                .await
+                .unwrap();
         }
         let mut admins = Vec::new();
         for spec in runners(&mut h).await {
@@ -102,9 +94,34 @@ impl Platform {
         }
     }
 
+    /// MariaDB application `name` in `ns` and the operator MariaDB its chart renders
+    /// (`mariadb-<name>`, carrying `annotations`).
+    pub async fn mariadb(&self, ns: &str, name: &str, annotations: Value) {
+        self.put::<api::thirdparty::apps::MariaDB>(
+            ns,
+            app("MariaDB", ns, name, json!({"replicas": 1})),
+        )
+        .await;
+        self.mariadb_server(ns, name, annotations).await;
+    }
+
+    /// The operator MariaDB the chart renders for application `name` in `ns`.
+    pub async fn mariadb_server(&self, ns: &str, name: &str, annotations: Value) {
+        self.put::<api::thirdparty::mariadb::MariaDB>(
+            ns,
+            json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+                   "metadata": {"name": format!("mariadb-{name}"), "namespace": ns, "annotations": annotations},
+                   "spec": {"replicas": 1}}),
+        )
+        .await;
+    }
+
     /// Starts the credentials projector (when the platform started without it).
     pub async fn start_projector(&mut self) {
-        self.h.spawn_ready(projector_spec(), WAIT).await.unwrap();
+        self.h
+            .spawn_ready(crate::support::projector(ENDPOINT), WAIT)
+            .await
+            .unwrap();
     }
 
     /// The BackupJobs of `ns`.
@@ -114,33 +131,34 @@ impl Platform {
 
     /// Creates BackupJob `name` in `ns` for `kind`/`app` through `class`.
     pub async fn backup(&self, ns: &str, name: &str, kind: &str, app: &str, class: &str) {
-        let job = BackupJob::test(name)
-            .for_app(kind, app)
-            .class(class)
-            .build();
-        self.h.create(ns, &job).await;
+        crate::support::backup_job(&self.h, ns, name, kind, app, class).await;
     }
 
     /// Waits for the job's Ready condition to have `reason`, returning the job.
     pub async fn reason(&self, ns: &str, name: &str, reason: &str) -> BackupJob {
-        eventually_within(
-            &format!("BackupJob {ns}/{name} Ready reason {reason}"),
-            WAIT,
-            || async {
-                let j = self.jobs(ns).get_opt(name).await.ok()??;
-                (ready(&j)?.reason == reason).then_some(j)
-            },
-        )
-        .await
+        crate::support::reason(&self.jobs(ns), name, reason, WAIT).await
+    }
+
+    /// Waits for the job to wait for strategy `strategy` named by BackupClass `class` (upstream's
+    /// words asserted), returning the job.
+    pub async fn strategy_not_ready(
+        &self,
+        ns: &str,
+        name: &str,
+        strategy: &str,
+        class: &str,
+    ) -> BackupJob {
+        crate::support::strategy_not_ready(&self.jobs(ns), name, strategy, class).await
+    }
+
+    /// Waits for the job to wait for the credentials projection, returning the job.
+    pub async fn projection_pending(&self, ns: &str, name: &str) -> BackupJob {
+        crate::support::projection_pending(&self.jobs(ns), name).await
     }
 
     /// Waits for a terminal phase.
     pub async fn terminal(&self, ns: &str, name: &str) -> BackupJob {
-        eventually_within(&format!("BackupJob {ns}/{name} terminal"), WAIT, || async {
-            let j = self.jobs(ns).get_opt(name).await.ok()??;
-            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
-        })
-        .await
+        crate::support::terminal(&self.jobs(ns), name, WAIT).await
     }
 
     /// Waits for the job to fail and returns its message (asserting the Ready condition says the
@@ -194,16 +212,7 @@ impl Platform {
         strategy: &str,
         parameters: &[(&str, &str)],
     ) {
-        let class = BackupClass::test(name)
-            .route_to(
-                app_kind,
-                api::contract::groups::STRATEGY,
-                kind,
-                strategy,
-                parameters,
-            )
-            .build();
-        self.h.create_cluster(&class).await;
+        crate::support::class(&self.h, name, app_kind, kind, strategy, parameters).await;
     }
 
     /// Server-side applies strategy `kind`/`name` with `template`.
@@ -264,58 +273,38 @@ impl Platform {
         ns: &str,
         job: &str,
     ) -> Vec<DynamicObject> {
-        let selector = format!("backups.cozystack.io/owned-by.BackupJobName={job}");
-        self.h
-            .dynamic::<K>(ns)
-            .list(&kube::api::ListParams::default().labels(&selector))
-            .await
-            .unwrap()
-            .items
+        crate::support::owned(&self.h.dynamic::<K>(ns), job).await
     }
 
     /// No credential value of the projected Secret in `ns` reached the runner's log, the job
     /// Events (`kubectl describe`) or the metrics; and every API call the runner made is allowed by
     /// `deploy/backup-runner/rbac.yaml`.
     pub async fn assert_clean(&mut self, ns: &str, job: &str) {
-        harness::rbac::assert_allowed(&self.h.audit(), "backup-runner");
-        let creds = self
-            .h
-            .secret_data(ns, api::contract::names::CREDENTIALS_SECRET)
-            .await
-            .expect("the projected credentials");
-        let described = self.h.kubectl(&["-n", ns, "describe", "backupjob", job]);
-        let log = self.h.daemon("backup-runner").unwrap().log();
-        let metrics = self.runner.metrics();
-        harness::leak::assert_no_leaks(
-            &[
-                ("runner log", &log),
-                ("describe", &described),
-                ("metrics", metrics.text()),
-            ],
-            &[&creds["AWS_SECRET_ACCESS_KEY"], &creds["AWS_ACCESS_KEY_ID"]],
-        );
+        crate::support::assert_clean(&mut self.h, &self.runner, ns, job).await;
     }
 }
 
-/// The job's Ready condition.
-pub fn ready(job: &BackupJob) -> Option<api::Condition> {
-    job.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .cloned()
+/// Starts the lease-server (namespace `default`, leases of at most `max_ttl`); returns its gRPC
+/// endpoint.
+pub async fn lease_server(h: &mut Harness, max_ttl: &str) -> String {
+    h.spawn_lease_server(
+        DaemonSpec::new("lease-server", bin("lease-server")).args([
+            "--namespace",
+            "default",
+            "--max-ttl",
+            max_ttl,
+        ]),
+        WAIT,
+    )
+    .await
+    .unwrap()
 }
 
-fn projector_spec() -> DaemonSpec {
-    DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-        "--source-namespace=tenant-root",
-        "--source-name=bucket-cozy-backups-system-credentials",
-        "--endpoint=http://s3.cozy.local",
-        "--region=us-east-1",
-        "--force-path-style=true",
-        "--system-namespaces=cozy-velero",
-    ])
+/// Runner replica `who` sharing the work through the lease-server at `grpc`, with `extra` args.
+pub fn replica(who: &str, grpc: &str, extra: &[&str]) -> DaemonSpec {
+    DaemonSpec::new(who, bin("backup-runner"))
+        .args(["--lease-endpoint", grpc, "--identity", who])
+        .args(extra.iter().copied())
 }
 
 /// A Kind the runner has no cache for, to back up through the Job strategy (served from a CRD, as
@@ -349,21 +338,4 @@ async fn install_app_crds(h: &Harness) {
 pub fn app(kind: &str, ns: &str, name: &str, spec: Value) -> Value {
     json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
            "metadata": {"name": name, "namespace": ns}, "spec": spec})
-}
-
-/// A Backup as JSON without the fields the API server and the finalizer controller add.
-pub fn catalog_json(backup: &Backup) -> Value {
-    let mut v = serde_json::to_value(backup).unwrap();
-    let meta = v["metadata"].as_object_mut().unwrap();
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "generation",
-        "managedFields",
-        "finalizers",
-    ] {
-        meta.remove(k);
-    }
-    v
 }

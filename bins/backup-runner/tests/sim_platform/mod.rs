@@ -2,29 +2,21 @@
 //! Velero, MongoDB): the emulator, the selected `operator-sims`, the real `credentials-projector`
 //! (projecting `cozy-backups-creds` from the platform bucket's Secret, as upstream does before every
 //! dispatch) and the real `backup-runner`; helpers for strategies, routes, jobs, annotations,
-//! Events and the catalog.
+//! Events and the catalog (over [`crate::support`], which the test declares next to this module).
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use api::backups::{BackupClass, BackupJob};
+use api::backups::BackupJob;
 use harness::dataplane::apply;
 use harness::{Admin, DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
+use crate::support::{WAIT, bin};
+
 /// The tenant namespace of every test.
 pub(crate) const TENANT: &str = "tenant-acme";
-/// How long a test waits for an outcome (the runner reacts to events within a second; the longest
-/// waits are the short backup deadlines the tests set).
-pub(crate) const WAIT: Duration = Duration::from_secs(60);
-
-fn bin(name: &str) -> PathBuf {
-    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// The platform of one test.
 pub(crate) struct Platform {
@@ -36,14 +28,7 @@ pub(crate) struct Platform {
 
 /// The credentials projector as the platform runs it.
 pub(crate) fn projector() -> DaemonSpec {
-    DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-        "--source-namespace=tenant-root",
-        "--source-name=bucket-cozy-backups-system-credentials",
-        "--endpoint=http://seaweedfs-s3.tenant-root.svc:8333",
-        "--region=us-east-1",
-        "--force-path-style=true",
-        "--system-namespaces=cozy-velero",
-    ])
+    crate::support::projector("http://seaweedfs-s3.tenant-root.svc:8333")
 }
 
 impl Platform {
@@ -130,6 +115,20 @@ impl Platform {
             .map(|o| serde_json::to_value(o).unwrap())
     }
 
+    /// The objects of `resource` in `namespace` labelled as owned by BackupJob `job`, as JSON.
+    pub(crate) async fn owned(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        job: &str,
+    ) -> Vec<Value> {
+        crate::support::owned(&self.api(resource, Some(namespace)), job)
+            .await
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect()
+    }
+
     /// Every object of `resource` in `namespace`, as JSON.
     pub(crate) async fn list(&self, resource: &ApiResource, namespace: &str) -> Vec<Value> {
         self.api(resource, Some(namespace))
@@ -180,25 +179,26 @@ impl Platform {
         strategy: &str,
         parameters: &[(&str, &str)],
     ) {
-        let class = BackupClass::test(name)
-            .route_to(
-                app_kind,
-                api::contract::groups::STRATEGY,
-                strategy_kind,
-                strategy,
-                parameters,
-            )
-            .build();
-        self.h.create_cluster(&class).await;
+        crate::support::class(&self.h, name, app_kind, strategy_kind, strategy, parameters).await;
+    }
+
+    /// The BackupClasses `name` and `<name>-quick` (a 5 s backup deadline) routing `kind` to the
+    /// strategy `kind`/`strategy`.
+    pub(crate) async fn classes(&self, name: &str, kind: &str, strategy: &str) {
+        self.class(name, kind, kind, strategy, &[]).await;
+        self.class(
+            &format!("{name}-quick"),
+            kind,
+            kind,
+            strategy,
+            &[("backupDeadline", "5s")],
+        )
+        .await;
     }
 
     /// Creates BackupJob `name` for `kind`/`app` through `class` in the tenant namespace.
     pub(crate) async fn job(&self, name: &str, kind: &str, app: &str, class: &str) {
-        let job = BackupJob::test(name)
-            .for_app(kind, app)
-            .class(class)
-            .build();
-        self.h.create(TENANT, &job).await;
+        crate::support::backup_job(&self.h, TENANT, name, kind, app, class).await;
     }
 
     /// The tenant's BackupJobs.
@@ -208,25 +208,43 @@ impl Platform {
 
     /// Waits for the job's `Ready` condition to have `reason` (any phase).
     pub(crate) async fn reason(&self, name: &str, reason: &str) -> BackupJob {
-        eventually_within(
-            &format!("BackupJob {name} Ready reason {reason}"),
-            WAIT,
-            || async {
-                let j = self.jobs().get_opt(name).await.ok()??;
-                let r = ready(&j)?.reason;
-                (r == reason).then_some(j)
-            },
-        )
-        .await
+        crate::support::reason(&self.jobs(), name, reason, WAIT).await
+    }
+
+    /// Waits for the job to wait for strategy `strategy` named by BackupClass `class` (upstream's
+    /// words asserted), returning the job.
+    pub(crate) async fn strategy_not_ready(
+        &self,
+        name: &str,
+        strategy: &str,
+        class: &str,
+    ) -> BackupJob {
+        crate::support::strategy_not_ready(&self.jobs(), name, strategy, class).await
+    }
+
+    /// The projector down: BackupJob `name` for `kind`/`app` through `class` waits for the
+    /// credentials projection with nothing of `created` made for it in `namespace`; the projector
+    /// back: the job succeeds.
+    pub(crate) async fn waits_for_the_projector(
+        &mut self,
+        name: &str,
+        kind: &str,
+        app: &str,
+        class: &str,
+        created: &ApiResource,
+        namespace: &str,
+    ) {
+        self.h.kill("credentials-projector").await.unwrap();
+        self.job(name, kind, app, class).await;
+        crate::support::projection_pending(&self.jobs(), name).await;
+        assert!(self.owned(created, namespace, name).await.is_empty());
+        self.h.restart("credentials-projector", WAIT).await.unwrap();
+        self.succeeded(name).await;
     }
 
     /// Waits for a terminal phase.
     pub(crate) async fn terminal(&self, name: &str) -> BackupJob {
-        eventually_within(&format!("BackupJob {name} terminal"), WAIT, || async {
-            let j = self.jobs().get_opt(name).await.ok()??;
-            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
-        })
-        .await
+        crate::support::terminal(&self.jobs(), name, WAIT).await
     }
 
     /// Waits for `Succeeded`, panicking with the job's status if it failed.
@@ -324,22 +342,6 @@ impl Platform {
             ],
         );
     }
-}
-
-/// The job's `Ready` condition.
-pub(crate) fn ready(job: &BackupJob) -> Option<api::Condition> {
-    job.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .cloned()
-}
-
-/// The job's `Ready` condition `(reason, message)`.
-pub(crate) fn ready_of(job: &BackupJob) -> (String, String) {
-    let c = ready(job).expect("a Ready condition");
-    (c.reason, c.message)
 }
 
 /// An RFC 3339 time of the job's status.

@@ -61,3 +61,48 @@ pub async fn spawn_sims(h: &mut Harness, sims: &str, extra: &[&str]) -> PathBuf 
     args.extend(extra);
     h.spawn_dataplane(sims, &args).await.unwrap().data_dir
 }
+
+/// Creates Bucket `name` (one `system` user) in `ns` and waits for its credentials (the data of
+/// Secret `bucket-<name>-system-credentials`).
+pub async fn bucket_credentials(h: &Harness, ns: &str, name: &str) -> BTreeMap<String, String> {
+    apply(
+        &api::<api::thirdparty::apps::Bucket>(h, ns),
+        serde_json::json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Bucket",
+               "metadata": {"name": name}, "spec": {"users": {"system": {}}}}),
+    )
+    .await;
+    let secret = format!("bucket-{name}-system-credentials");
+    eventually("the bucket credentials", || secret_data(h, ns, &secret)).await
+}
+
+/// Waits for cnpg Backup `name` to finish (phase `completed` or `failed`); returns its status.
+pub async fn backup_finished(backups: &Api<DynamicObject>, name: &str) -> Value {
+    eventually(&format!("Backup {name} finished"), || async move {
+        let b = get(backups, name).await?;
+        matches!(b["status"]["phase"].as_str(), Some("completed" | "failed"))
+            .then(|| b["status"].clone())
+    })
+    .await
+}
+
+/// Waits until no process runs from under `dir` (no PostgreSQL outlives what owned it).
+pub async fn no_processes_under(what: &str, dir: &std::path::Path) {
+    eventually(what, || async move {
+        processes_under(dir).is_empty().then_some(())
+    })
+    .await;
+}
+
+/// Switches PostgreSQL (superuser connection `admin`) to a new WAL segment and waits until that
+/// segment is archived: everything committed before the call is in the bucket.
+pub async fn archive_current_wal(what: &str, admin: &str) {
+    let segment = psql(admin, "SELECT pg_walfile_name(pg_switch_wal())");
+    eventually(what, || async {
+        let last = psql(
+            admin,
+            "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+        );
+        (last.as_str() >= segment.as_str()).then_some(())
+    })
+    .await;
+}
