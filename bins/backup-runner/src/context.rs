@@ -12,7 +12,7 @@ use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
-use runtime::{Backoff, ControllerMetrics, ErrorClass, ReconcileError, WorkLeaseKeeper};
+use runtime::{Backoff, ControllerMetrics, ErrorClass, Readiness, ReconcileError, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 
 use crate::args::RunnerArgs;
@@ -166,6 +166,8 @@ pub struct Context {
     pub backoff: Backoff<BackupJob>,
     /// Settings.
     pub args: RunnerArgs,
+    /// The daemon's readiness registry (whether every watch has listed once).
+    pub readiness: Readiness,
 }
 
 impl Context {

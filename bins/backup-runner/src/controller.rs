@@ -34,8 +34,17 @@ pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/runner-lease-toke
 /// How long to wait when another replica holds a job's work lease.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 
+/// How soon a job is looked at again when the caches were still filling.
+const CACHE_SYNC_RETRY: Duration = Duration::from_millis(500);
+
 /// Reconciles one BackupJob.
 pub async fn reconcile(job: Arc<BackupJob>, ctx: Ctx) -> Result<Action, Error> {
+    // Nothing is decided on a half-filled cache: right after a start the job's watch may deliver it
+    // before the applications or operator objects have been listed, and a decision then would fail
+    // a healthy job ("application not found") or wait for an event that was already missed.
+    if !ctx.readiness.watches_synced() {
+        return Ok(Action::requeue(CACHE_SYNC_RETRY));
+    }
     let timer = ctx.metrics.start();
     let result = reconcile_job(job.clone(), &ctx).await;
     timer.finish(result.as_ref().err().map(ReconcileError::kind));

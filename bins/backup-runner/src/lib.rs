@@ -289,6 +289,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         metrics: ControllerMetrics::new(COMPONENT, "backupjobs"),
         backoff: Backoff::default(),
         args: args.runner.clone(),
+        readiness: wctx.readiness.clone(),
     });
     let jobs = controller
         .graceful_shutdown_on(wctx.shutdown.signaled())

@@ -15,6 +15,9 @@ struct Check {
     detail: String,
 }
 
+/// The name prefix of every watch's readiness check (`watch <Kind> …`).
+pub(crate) const WATCH_CHECK_PREFIX: &str = "watch ";
+
 /// A registry of readiness checks. `/ready` is true only when all are ready (and at least one
 /// exists, so a daemon that registered nothing yet is not ready by accident).
 #[derive(Clone, Debug, Default)]
@@ -48,6 +51,16 @@ impl Readiness {
     pub fn is_ready(&self) -> bool {
         let checks = self.lock();
         !checks.is_empty() && checks.iter().all(|c| c.ready)
+    }
+
+    /// True when every watch has completed its initial list (and is not refused): a consumer of
+    /// the caches decides nothing before, since a half-filled cache looks like missing objects.
+    /// Other checks (e.g. the lease service) do not count.
+    pub fn watches_synced(&self) -> bool {
+        self.lock()
+            .iter()
+            .filter(|c| c.name.starts_with(WATCH_CHECK_PREFIX))
+            .all(|c| c.ready)
     }
 
     /// One line per check: `ok <name>` or `not ready <name>: <detail>`.
@@ -183,5 +196,22 @@ mod tests {
         );
         b.set_ready_with("kept last good render");
         assert!(r.is_ready());
+    }
+
+    #[test]
+    fn watches_synced_counts_only_the_watches() {
+        let r = Readiness::default();
+        let jobs = r.register("watch BackupJob");
+        let apps = r.register("watch apps.Postgres");
+        let lease = r.register("lease");
+        assert!(!r.watches_synced());
+        jobs.set_ready();
+        assert!(!r.watches_synced(), "one watch has not listed yet");
+        apps.set_ready_with("kind not served; treated as empty");
+        assert!(r.watches_synced());
+        lease.set_not_ready("lease service unreachable");
+        assert!(r.watches_synced(), "the lease check is not a watch");
+        apps.set_not_ready("forbidden: list apps.cozystack.io/postgreses");
+        assert!(!r.watches_synced());
     }
 }

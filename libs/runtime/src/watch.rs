@@ -40,6 +40,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+use crate::admin::WATCH_CHECK_PREFIX;
 use crate::{Readiness, ReadyHandle, Shutdown};
 
 /// What every watch needs from the daemon: where to register readiness and when to stop.
@@ -245,9 +246,11 @@ impl<K: Watchable> Watch<K> {
 
     fn check_name(&self) -> String {
         match &self.what {
-            Some(w) => format!("watch {w}"),
-            None if self.target == Target::default() => format!("watch {}", self.kind()),
-            None => format!("watch {} {}", self.kind(), self.target),
+            Some(w) => format!("{WATCH_CHECK_PREFIX}{w}"),
+            None if self.target == Target::default() => {
+                format!("{WATCH_CHECK_PREFIX}{}", self.kind())
+            }
+            None => format!("{WATCH_CHECK_PREFIX}{} {}", self.kind(), self.target),
         }
     }
 
