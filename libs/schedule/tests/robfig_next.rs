@@ -392,7 +392,7 @@ fn next_across_new_york_dst() {
 
 #[test]
 fn next_where_midnight_does_not_exist() {
-    // robfig issue 157: in São Paulo's 2018 DST rules midnight was skipped; the day search must
+    // a case reported against robfig/cron: in São Paulo's 2018 DST rules midnight was skipped; the day search must
     // still land on the right day.
     let cases: &[(&str, &str, &str)] = &[
         (
@@ -488,7 +488,7 @@ fn activation() {
         ("Sun Jul 15 00:00 2012", "* * 1,15 * Sun", true),
         ("Fri Jun 15 00:00 2012", "* * 1,15 * Sun", true),
         ("Wed Aug 1 00:00 2012", "* * 1,15 * Sun", true),
-        // A stepped star is a restriction (robfig issue 70): the 15th is not in */10, but it
+        // A stepped star is a restriction (as robfig/cron settled it): the 15th is not in */10, but it
         // is a Sunday.
         ("Sun Jul 15 00:00 2012", "* * */10 * Sun", true),
         // One of them a star: both must match.
