@@ -634,6 +634,21 @@ fn safety_failed(status: &RestoreJobStatus, message: &str, now: &Time) -> Step {
     )
 }
 
+/// Resumes the suspended HelmRelease (`spec.suspend: false`); a refusal fails the restore.
+fn resume(release: ObjectRef) -> Step {
+    Step::Act {
+        action: Action::SetSuspend {
+            release,
+            suspend: false,
+        },
+        events: Vec::new(),
+        on_error: OnError {
+            prefix: "failed to resume HelmRelease",
+            resume: None,
+        },
+    }
+}
+
 /// Decides the next step of a CNPG restore.
 pub fn decide(o: &Observed<'_>) -> Step {
     let job = o.job;
@@ -1084,17 +1099,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
         if remains {
             if elapsed(&started, now) > options.restore_timeout {
                 if suspended {
-                    return Step::Act {
-                        action: Action::SetSuspend {
-                            release,
-                            suspend: false,
-                        },
-                        events: Vec::new(),
-                        on_error: OnError {
-                            prefix: "failed to resume HelmRelease",
-                            resume: None,
-                        },
-                    };
+                    return resume(release);
                 }
                 return fail(
                     &status,
@@ -1124,17 +1129,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 13. Resume the HelmRelease on every pass that gets here.
     if suspended {
-        return Step::Act {
-            action: Action::SetSuspend {
-                release,
-                suspend: false,
-            },
-            events: Vec::new(),
-            on_error: OnError {
-                prefix: "failed to resume HelmRelease",
-                resume: None,
-            },
-        };
+        return resume(release);
     }
     // 14. Record the purge once.
     if !purged {
