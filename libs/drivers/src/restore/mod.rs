@@ -8,6 +8,8 @@
 //!  options  spec.options per driver, with upstream's tolerance rules and Events
 //!  cnpg     the CNPG restore state machine (PITR pre-flight, WAL gate, safety backup, suspend,
 //!           patch, purge exactly once, resume, health before deadline, log classification)
+//!  etcd     the Etcd restore (in place: capture the live spec, suspend, purge, recreate with
+//!           bootstrap.restore, Available before deadline, resume)
 //! ```
 //!
 //! Invariants: every decision is re-derived from persisted state (the job's status and the
@@ -16,6 +18,7 @@
 //! ever copied into a status, an Event or a patch built here.
 
 pub mod cnpg;
+pub mod etcd;
 pub mod job;
 pub mod options;
 
