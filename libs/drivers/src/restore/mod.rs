@@ -10,6 +10,7 @@
 //!           patch, purge exactly once, resume, health before deadline, log classification)
 //!  etcd     the Etcd restore (in place: capture the live spec, suspend, purge, recreate with
 //!           bootstrap.restore, Available before deadline, resume)
+//!  mariadb  the MariaDB restore (one operator Restore per job, Complete before deadline)
 //! ```
 //!
 //! Invariants: every decision is re-derived from persisted state (the job's status and the
@@ -20,6 +21,7 @@
 pub mod cnpg;
 pub mod etcd;
 pub mod job;
+pub mod mariadb;
 pub mod options;
 
 use std::time::Duration;

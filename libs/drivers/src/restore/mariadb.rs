@@ -1,0 +1,534 @@
+//! The MariaDB restore as one pure decision: `decide(&Observed) -> Step`. mariadb-operator does
+//! the work: the driver creates one `k8s.mariadb.com/Restore` pointing the target MariaDB at the
+//! operator Backup the catalog entry names, and reads its `Complete` condition.
+//!
+//! ```text
+//!  source ref MariaDB? ─► target (name/kind/group overridden by the job) kind MariaDB, our group
+//!  ─► startedAt (+ phase Running, option Warnings; nothing else) ─► options (permissive)
+//!  ─► driverMetadata k8s.mariadb.com/backup-name ─► operator Backup still there
+//!  ─► target MariaDB mariadb-<target> exists (else TargetMariaDBNotReady until the deadline)
+//!  ─► Restore <job>-xxxxx {mariaDbRef, backupRef {kind: Backup}} labelled owned-by (one per job)
+//!  Complete=True ─► Succeeded │ JobFailed ─► Failed │ otherwise poll until the deadline
+//! ```
+//!
+//! Invariants: no purge and no HelmRelease suspension (the operator restores into the running
+//! server); at most one Restore per job, found again by its owned-by labels; every wait is bounded
+//! by `restoreTimeoutSeconds` from `startedAt`.
+
+use std::time::Duration;
+
+use api::backups::{Backup, RestoreJob};
+use api::contract::{groups, reasons};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Map, Value as Json, json};
+
+use super::job::{fail, owned_by, status_of, target_app_name};
+use super::{Action, OnError, Step, elapsed, write_or_wait};
+use crate::mariadb::{self as driver, keys};
+use crate::status::go_duration;
+
+/// How often a wait on the operator is re-examined without an event.
+pub const POLL: Duration = Duration::from_secs(5);
+
+/// What the MariaDB restore looks at.
+#[derive(Debug, Clone)]
+pub struct Observed<'a> {
+    /// The RestoreJob.
+    pub job: &'a RestoreJob,
+    /// The Backup it restores.
+    pub backup: &'a Backup,
+    /// Now.
+    pub now: Time,
+    /// The operator Backup named by `k8s.mariadb.com/backup-name` in the Backup's namespace
+    /// (`None`: not found).
+    pub source_backup: Option<&'a Json>,
+    /// The target operator MariaDB `mariadb-<target>` (`None`: not found).
+    pub target_mariadb: Option<&'a Json>,
+    /// The `k8s.mariadb.com/Restore`s labelled as owned by this job.
+    pub restores: &'a [Json],
+}
+
+/// The restore's target: `(application, kind, group)`, the Backup's overridden by the job's
+/// non-empty name and kind and its non-nil group.
+pub fn target(job: &RestoreJob, backup: &Backup) -> (String, String, String) {
+    let source = &backup.spec.application_ref;
+    let t = job.spec.target_application_ref.as_ref();
+    let kind = t
+        .map(|t| t.kind.clone())
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| source.kind.clone());
+    let group = t
+        .and_then(|t| t.api_group.clone())
+        .or_else(|| source.api_group.clone())
+        .unwrap_or_default();
+    (target_app_name(job, backup), kind, group)
+}
+
+/// The operator Restore a job creates.
+pub fn restore_body(job: &RestoreJob, mariadb: &str, source_backup: &str) -> Json {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let mut labels = Map::new();
+    for (k, v) in owned_by(job) {
+        labels.insert(k, json!(v));
+    }
+    json!({
+        "apiVersion": driver::API_VERSION,
+        "kind": "Restore",
+        "metadata": {
+            "generateName": format!("{name}-"),
+            "namespace": job.metadata.namespace,
+            "labels": labels,
+        },
+        "spec": {
+            "mariaDbRef": {"name": mariadb},
+            "backupRef": {"kind": "Backup", "name": source_backup},
+        },
+    })
+}
+
+/// The Restore of this job: the oldest of those labelled as its own (by creation, then name).
+pub fn own_restore(restores: &[Json]) -> Option<&Json> {
+    restores.iter().min_by(|a, b| {
+        let key = |r: &Json| {
+            (
+                r["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .map(str::to_owned),
+                r["metadata"]["name"].as_str().map(str::to_owned),
+            )
+        };
+        key(a).cmp(&key(b))
+    })
+}
+
+/// How a Restore reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// `Complete=True` (not `JobFailed`).
+    Completed,
+    /// `JobFailed`: the message.
+    Failed(String),
+    /// Still running: the detail for a deadline message.
+    Running(String),
+}
+
+/// Reads a Restore's `Complete` condition. As on the backup path, `JobFailed` fails whatever the
+/// status (the operator marks a failed Job `Complete=True/JobFailed`).
+pub fn outcome(restore: &Json) -> Outcome {
+    let cond = restore["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == driver::CONDITION_COMPLETE);
+    let Some(c) = cond else {
+        return Outcome::Running("no Complete condition observed".into());
+    };
+    let s = |k: &str| c[k].as_str().unwrap_or_default();
+    if s("reason") == driver::REASON_JOB_FAILED && matches!(s("status"), "True" | "False") {
+        let message = if s("message").is_empty() {
+            format!(
+                "k8s.mariadb.com/Restore {}/{} terminal failure",
+                restore["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default(),
+                restore["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        } else {
+            s("message").to_owned()
+        };
+        return Outcome::Failed(message);
+    }
+    if s("status") == "True" {
+        return Outcome::Completed;
+    }
+    Outcome::Running(format!("Complete={}/{}", s("status"), s("reason")))
+}
+
+fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
+    deadline
+        .saturating_sub(elapsed(since, now))
+        .clamp(Duration::from_secs(1), POLL)
+}
+
+/// Decides the next step of a MariaDB restore.
+pub fn decide(o: &Observed<'_>) -> Step {
+    let (job, backup, now) = (o.job, o.backup, &o.now);
+    let mut status = status_of(job);
+
+    // 1. Source and target, before any API call.
+    if let Err(e) = driver::validate_app_ref(&backup.spec.application_ref) {
+        return fail(&status, &e, Vec::new(), now);
+    }
+    let (app, kind, group) = target(job, backup);
+    if kind != driver::APP_KIND {
+        return fail(
+            &status,
+            &format!("target applicationRef.kind={kind:?} is not supported by the MariaDB driver"),
+            Vec::new(),
+            now,
+        );
+    }
+    if !group.is_empty() && group != groups::APPS {
+        return fail(
+            &status,
+            &format!(
+                "target applicationRef.apiGroup={group:?} is not supported by the MariaDB driver"
+            ),
+            Vec::new(),
+            now,
+        );
+    }
+
+    // 2. startedAt (+ phase Running); option Warnings are recorded once, here.
+    let parsed = super::options::mariadb(job.spec.options.as_ref());
+    let Some(started) = status.started_at.clone() else {
+        crate::status::start(&mut status, true, now);
+        return Step::Status {
+            status,
+            events: parsed.events,
+            requeue: None,
+        };
+    };
+    let deadline = parsed.options;
+    let past_deadline = elapsed(&started, now) > deadline;
+    let namespace = backup.metadata.namespace.clone().unwrap_or_default();
+
+    // 3. The operator Backup.
+    let source = backup
+        .spec
+        .driver_metadata
+        .as_ref()
+        .and_then(|m| m.get(keys::BACKUP_NAME))
+        .filter(|n| !n.is_empty());
+    let Some(source) = source else {
+        return fail(
+            &status,
+            "Backup driverMetadata is missing k8s.mariadb.com/backup-name (re-take the backup with a controller version that persists the operator Backup name)",
+            Vec::new(),
+            now,
+        );
+    };
+    if o.source_backup.is_none() {
+        return fail(
+            &status,
+            &format!(
+                "k8s.mariadb.com/Backup {namespace}/{source} not found; the operator-side artifact has been reaped"
+            ),
+            Vec::new(),
+            now,
+        );
+    }
+
+    // 4. The target MariaDB.
+    let mariadb = driver::operator_name(&app);
+    if o.target_mariadb.is_none() {
+        if past_deadline {
+            return fail(
+                &status,
+                &format!(
+                    "target k8s.mariadb.com/MariaDB {namespace}/{mariadb} not found within {} (deploy the target MariaDB application before requesting the restore; override via spec.options.restoreTimeoutSeconds)",
+                    go_duration(deadline)
+                ),
+                Vec::new(),
+                now,
+            );
+        }
+        let current = status.clone();
+        crate::status::wait(
+            &mut status,
+            reasons::TARGET_MARIADB_NOT_READY,
+            &format!("waiting for target k8s.mariadb.com/MariaDB {namespace}/{mariadb} to exist"),
+            false,
+            now,
+        );
+        return write_or_wait(
+            &current,
+            status,
+            Vec::new(),
+            Some(poll(&started, deadline, now)),
+        );
+    }
+
+    // 5. One Restore per job.
+    let Some(restore) = own_restore(o.restores) else {
+        return Step::Act {
+            action: Action::Create(restore_body(job, &mariadb, source)),
+            events: Vec::new(),
+            on_error: OnError {
+                prefix: "failed to ensure k8s.mariadb.com/Restore",
+                resume: None,
+            },
+        };
+    };
+
+    // 6. Its outcome.
+    match outcome(restore) {
+        Outcome::Completed => {
+            crate::status::restore_succeeded(
+                &mut status,
+                Some(&format!(
+                    "k8s.mariadb.com/Restore {}/{} completed",
+                    restore["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or(&namespace),
+                    restore["metadata"]["name"].as_str().unwrap_or_default()
+                )),
+                now,
+            );
+            Step::Status {
+                status,
+                events: Vec::new(),
+                requeue: None,
+            }
+        }
+        Outcome::Failed(message) => fail(&status, &message, Vec::new(), now),
+        Outcome::Running(detail) if past_deadline => fail(
+            &status,
+            &format!(
+                "k8s.mariadb.com/Restore did not complete within {} ({detail}; override via spec.options.restoreTimeoutSeconds)",
+                go_duration(deadline)
+            ),
+            Vec::new(),
+            now,
+        ),
+        Outcome::Running(_) => Step::Wait {
+            events: Vec::new(),
+            requeue: Some(poll(&started, deadline, now)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::backups::RestoreJobStatus;
+    use pretty_assertions::assert_eq;
+
+    fn t(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    struct World {
+        job: RestoreJob,
+        backup: Backup,
+        source_backup: Option<Json>,
+        mariadb: Option<Json>,
+        restores: Vec<Json>,
+        events: Vec<(&'static str, String)>,
+        created: usize,
+    }
+
+    fn world() -> World {
+        let mut job = RestoreJob::test("rj", "bk").namespace("t").build();
+        job.status = Some(RestoreJobStatus {
+            phase: Some("Running".into()),
+            started_at: Some(t("2026-03-01T10:00:00Z")),
+            ..Default::default()
+        });
+        World {
+            job,
+            backup: Backup::test("bk")
+                .namespace("t")
+                .for_app("MariaDB", "db")
+                .strategy("strategy.backups.cozystack.io", "MariaDB", "m")
+                .driver_metadata(&[(keys::BACKUP_NAME, "bk-x1")])
+                .build(),
+            source_backup: Some(json!({"metadata": {"name": "bk-x1"}})),
+            mariadb: Some(json!({"metadata": {"name": "mariadb-db"}})),
+            restores: Vec::new(),
+            events: Vec::new(),
+            created: 0,
+        }
+    }
+
+    impl World {
+        fn run(&mut self, now: &str) -> Option<Duration> {
+            for _ in 0..20 {
+                let step = decide(&Observed {
+                    job: &self.job,
+                    backup: &self.backup,
+                    now: t(now),
+                    source_backup: self.source_backup.as_ref(),
+                    target_mariadb: self.mariadb.as_ref(),
+                    restores: &self.restores,
+                });
+                match step {
+                    Step::Status {
+                        status,
+                        events,
+                        requeue,
+                    } => {
+                        self.events
+                            .extend(events.into_iter().map(|e| (e.reason, e.note)));
+                        self.job.status = Some(status);
+                        if self.job.is_terminal() {
+                            return requeue;
+                        }
+                    }
+                    Step::Wait { requeue, .. } => return requeue,
+                    Step::Act {
+                        action: Action::Create(mut body),
+                        ..
+                    } => {
+                        self.created += 1;
+                        body["metadata"]["name"] = json!(format!("rj-{}", self.created));
+                        self.restores.push(body);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            panic!("no progress");
+        }
+
+        fn complete(&mut self, status: &str, reason: &str, message: &str) {
+            self.restores[0]["status"] = json!({"conditions": [
+                {"type": "Complete", "status": status, "reason": reason, "message": message}]});
+        }
+
+        fn ready(&self) -> (String, String, String) {
+            let s = self.job.status.clone().unwrap();
+            let r = crate::status::ready(&s.conditions).cloned().unwrap();
+            (s.phase.unwrap_or_default(), r.reason, r.message)
+        }
+    }
+
+    #[test]
+    fn creates_one_restore_and_succeeds_when_complete() {
+        let mut w = world();
+        assert_eq!(w.run("2026-03-01T10:00:01Z"), Some(POLL));
+        assert_eq!(w.created, 1);
+        assert_eq!(
+            w.restores[0]["spec"],
+            json!({"mariaDbRef": {"name": "mariadb-db"}, "backupRef": {"kind": "Backup", "name": "bk-x1"}})
+        );
+        assert_eq!(w.restores[0]["metadata"]["generateName"], "rj-");
+        assert_eq!(
+            w.restores[0]["metadata"]["labels"][api::contract::labels::OWNED_BY_JOB_NAME],
+            json!("rj")
+        );
+        w.run("2026-03-01T10:00:06Z");
+        assert_eq!(w.created, 1, "found again by its labels");
+        w.restores[0]["metadata"]["namespace"] = json!("t");
+        w.complete("True", "JobComplete", "Success");
+        w.run("2026-03-01T10:00:11Z");
+        assert_eq!(
+            w.ready(),
+            (
+                "Succeeded".into(),
+                "RestoreCompleted".into(),
+                "k8s.mariadb.com/Restore t/rj-1 completed".into()
+            )
+        );
+    }
+
+    #[test]
+    fn operator_failure_and_deadline() {
+        let mut w = world();
+        w.run("2026-03-01T10:00:01Z");
+        w.complete("True", "JobFailed", "");
+        w.restores[0]["metadata"]["namespace"] = json!("t");
+        w.run("2026-03-01T10:00:02Z");
+        assert_eq!(
+            w.ready(),
+            (
+                "Failed".into(),
+                "RestoreFailed".into(),
+                "k8s.mariadb.com/Restore t/rj-1 terminal failure".into()
+            )
+        );
+        let mut w = world();
+        w.job.spec.options = Some(json!({"restoreTimeoutSeconds": 60}));
+        w.run("2026-03-01T10:00:01Z");
+        w.complete("False", "JobRunning", "");
+        assert_eq!(w.run("2026-03-01T10:00:58Z"), Some(Duration::from_secs(2)));
+        w.run("2026-03-01T10:01:01Z");
+        assert_eq!(
+            w.ready().2,
+            "k8s.mariadb.com/Restore did not complete within 1m0s (Complete=False/JobRunning; override via spec.options.restoreTimeoutSeconds)"
+        );
+    }
+
+    #[test]
+    fn a_missing_target_waits_until_the_deadline() {
+        let mut w = world();
+        w.mariadb = None;
+        w.run("2026-03-01T10:00:01Z");
+        assert_eq!(
+            w.ready(),
+            (
+                "Running".into(),
+                "TargetMariaDBNotReady".into(),
+                "waiting for target k8s.mariadb.com/MariaDB t/mariadb-db to exist".into()
+            )
+        );
+        w.run("2026-03-01T10:30:01Z");
+        assert_eq!(
+            w.ready().2,
+            "target k8s.mariadb.com/MariaDB t/mariadb-db not found within 30m0s (deploy the target MariaDB application before requesting the restore; override via spec.options.restoreTimeoutSeconds)"
+        );
+        assert_eq!(w.created, 0);
+        // To a copy: the target's own MariaDB.
+        let mut w = world();
+        w.job.spec.target_application_ref =
+            Some(api::TypedLocalObjectReference::new("", "", "copy"));
+        w.run("2026-03-01T10:00:01Z");
+        assert_eq!(w.restores[0]["spec"]["mariaDbRef"]["name"], "mariadb-copy");
+    }
+
+    #[test]
+    fn refusals() {
+        type Change = Box<dyn Fn(&mut World)>;
+        let cases: Vec<(Change, &str)> = vec![
+            (
+                Box::new(|w: &mut World| {
+                    w.job.spec.target_application_ref =
+                        Some(api::TypedLocalObjectReference::new("", "Postgres", ""))
+                }),
+                "target applicationRef.kind=\"Postgres\" is not supported by the MariaDB driver",
+            ),
+            (
+                Box::new(|w: &mut World| {
+                    w.job.spec.target_application_ref =
+                        Some(api::TypedLocalObjectReference::new("x.io", "", ""))
+                }),
+                "target applicationRef.apiGroup=\"x.io\" is not supported by the MariaDB driver",
+            ),
+            (
+                Box::new(|w: &mut World| w.backup.spec.driver_metadata = None),
+                "Backup driverMetadata is missing k8s.mariadb.com/backup-name (re-take the backup with a controller version that persists the operator Backup name)",
+            ),
+            (
+                Box::new(|w: &mut World| w.source_backup = None),
+                "k8s.mariadb.com/Backup t/bk-x1 not found; the operator-side artifact has been reaped",
+            ),
+        ];
+        for (change, message) in cases {
+            let mut w = world();
+            change(&mut w);
+            w.run("2026-03-01T10:00:01Z");
+            assert_eq!(
+                w.ready(),
+                ("Failed".into(), "RestoreFailed".into(), message.into())
+            );
+            assert_eq!(w.created, 0);
+        }
+    }
+
+    #[test]
+    fn malformed_options_warn_once_and_use_the_default() {
+        let mut w = world();
+        w.job.status = None;
+        w.job.spec.options = Some(json!({"restoreTimeoutSeconds": 1.5}));
+        w.run("2026-03-01T10:00:00Z");
+        w.run("2026-03-01T10:00:01Z");
+        w.run("2026-03-01T10:20:00Z");
+        assert_eq!(w.events.len(), 1);
+        assert_eq!(w.events[0].0, "MalformedOptions");
+        assert_eq!(
+            w.job.status.as_ref().unwrap().phase.as_deref(),
+            Some("Running")
+        );
+        w.run("2026-03-01T10:30:01Z");
+        assert_eq!(w.ready().0, "Failed", "the 30-minute default applies");
+    }
+}
