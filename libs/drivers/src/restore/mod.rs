@@ -11,6 +11,8 @@
 //!  etcd     the Etcd restore (in place: capture the live spec, suspend, purge, recreate with
 //!           bootstrap.restore, Available before deadline, resume)
 //!  mariadb  the MariaDB restore (one operator Restore per job, Complete before deadline)
+//!  foundationdb  the FoundationDB restore (one FoundationDBRestore per job, Completed before
+//!           deadline)
 //! ```
 //!
 //! Invariants: every decision is re-derived from persisted state (the job's status and the
@@ -20,6 +22,7 @@
 
 pub mod cnpg;
 pub mod etcd;
+pub mod foundationdb;
 pub mod job;
 pub mod mariadb;
 pub mod options;
