@@ -11,6 +11,8 @@
 //!  etcd     the Etcd restore (in place: capture the live spec, suspend, purge, recreate with
 //!           bootstrap.restore, Available before deadline, resume)
 //!  mariadb  the MariaDB restore (one operator Restore per job, Complete before deadline)
+//!  mongodb  the MongoDB restore (live or stored backup source, point-in-time target, one
+//!           PerconaServerMongoDBRestore per job, ready before deadline)
 //!  foundationdb  the FoundationDB restore (one FoundationDBRestore per job, Completed before
 //!           deadline)
 //! ```
@@ -25,6 +27,7 @@ pub mod etcd;
 pub mod foundationdb;
 pub mod job;
 pub mod mariadb;
+pub mod mongodb;
 pub mod options;
 
 use std::time::Duration;
