@@ -15,6 +15,8 @@
 //!           PerconaServerMongoDBRestore per job, ready before deadline)
 //!  foundationdb  the FoundationDB restore (one FoundationDBRestore per job, Completed before
 //!           deadline)
+//!  velero   the Velero restore (in place: suspend, halt, keep PVCs, drop DataVolumes; or into
+//!           another namespace; resource modifiers, one Velero Restore, post-restore rename)
 //! ```
 //!
 //! Invariants: every decision is re-derived from persisted state (the job's status and the
@@ -29,6 +31,7 @@ pub mod job;
 pub mod mariadb;
 pub mod mongodb;
 pub mod options;
+pub mod velero;
 
 use std::time::Duration;
 
