@@ -6,6 +6,7 @@
 //!  job      the top level: finalizer, Backup lookup, group/kind gates, the projector's verdict,
 //!           dispatch by the Backup's strategy kind; also the shared failure/StrategyNotReady steps
 //!  options  spec.options per driver, with upstream's tolerance rules and Events
+//!  batch    the Job and Altinity restores (one batch Job <job>-restore, Complete before deadline)
 //!  cnpg     the CNPG restore state machine (PITR pre-flight, WAL gate, safety backup, suspend,
 //!           patch, purge exactly once, resume, health before deadline, log classification)
 //!  etcd     the Etcd restore (in place: capture the live spec, suspend, purge, recreate with
@@ -24,6 +25,7 @@
 //! wait carries a deadline that ends in a `Failed` status with an explanation; no Secret value is
 //! ever copied into a status, an Event or a patch built here.
 
+pub mod batch;
 pub mod cnpg;
 pub mod etcd;
 pub mod foundationdb;
