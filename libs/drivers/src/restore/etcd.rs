@@ -176,20 +176,13 @@ pub fn decode_snapshot(raw: Option<&Json>) -> Snapshot {
         Ok(s3) => s3,
         Err(e) => return Snapshot::Malformed(e),
     };
-    let prefix =
-        "Backup.status.underlyingResources carries a snapshot of an unrecognised kind/apiVersion";
-    let kind = get("kind").as_str().unwrap_or_default();
-    if kind != driver::SNAPSHOT_KIND {
-        return Snapshot::Unrecognised(format!(
-            "{prefix}: kind={kind:?} (want {:?})",
-            driver::SNAPSHOT_KIND
-        ));
-    }
-    let api_version = get("apiVersion").as_str().unwrap_or_default();
-    if api_version != SNAPSHOT_API_VERSION {
-        return Snapshot::Unrecognised(format!(
-            "{prefix}: apiVersion={api_version:?} (want {SNAPSHOT_API_VERSION:?})"
-        ));
+    if let Err(message) = super::snapshot_identity(
+        get("kind"),
+        get("apiVersion"),
+        driver::SNAPSHOT_KIND,
+        SNAPSHOT_API_VERSION,
+    ) {
+        return Snapshot::Unrecognised(message);
     }
     Snapshot::Found(s3)
 }

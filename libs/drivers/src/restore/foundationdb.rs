@@ -129,20 +129,13 @@ pub fn decode_snapshot(raw: Option<&Json>) -> Decoded {
         Ok(s) => s,
         Err(e) => return Decoded::Malformed(e),
     };
-    let prefix =
-        "Backup.status.underlyingResources carries a snapshot of an unrecognised kind/apiVersion";
-    let kind = get("kind").as_str().unwrap_or_default();
-    if kind != driver::SNAPSHOT_KIND {
-        return Decoded::Unrecognised(format!(
-            "{prefix}: kind={kind:?} (want {:?})",
-            driver::SNAPSHOT_KIND
-        ));
-    }
-    let api_version = get("apiVersion").as_str().unwrap_or_default();
-    if api_version != SNAPSHOT_API_VERSION {
-        return Decoded::Unrecognised(format!(
-            "{prefix}: apiVersion={api_version:?} (want {SNAPSHOT_API_VERSION:?})"
-        ));
+    if let Err(message) = super::snapshot_identity(
+        get("kind"),
+        get("apiVersion"),
+        driver::SNAPSHOT_KIND,
+        SNAPSHOT_API_VERSION,
+    ) {
+        return Decoded::Unrecognised(message);
     }
     Decoded::Found(snap)
 }

@@ -292,3 +292,26 @@ pub fn elapsed(
 ) -> Duration {
     Duration::try_from(now.0.duration_since(since.0)).unwrap_or_default()
 }
+
+/// Upstream's check that a Backup's snapshot (`status.underlyingResources`) is of the driver's kind
+/// and apiVersion; `Err` carries upstream's message naming the first that differs.
+pub(crate) fn snapshot_identity(
+    kind: &serde_json::Value,
+    api_version: &serde_json::Value,
+    want_kind: &str,
+    want_api_version: &str,
+) -> Result<(), String> {
+    const PREFIX: &str =
+        "Backup.status.underlyingResources carries a snapshot of an unrecognised kind/apiVersion";
+    let kind = kind.as_str().unwrap_or_default();
+    if kind != want_kind {
+        return Err(format!("{PREFIX}: kind={kind:?} (want {want_kind:?})"));
+    }
+    let api_version = api_version.as_str().unwrap_or_default();
+    if api_version != want_api_version {
+        return Err(format!(
+            "{PREFIX}: apiVersion={api_version:?} (want {want_api_version:?})"
+        ));
+    }
+    Ok(())
+}
