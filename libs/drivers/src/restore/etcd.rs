@@ -339,9 +339,7 @@ fn resume_then_fail(o: &Observed<'_>, release: ObjectRef, message: &str) -> Step
 
 /// How long until `deadline` passes from `since`, at least a second, at most [`POLL`].
 fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    deadline
-        .saturating_sub(elapsed(since, now))
-        .clamp(Duration::from_secs(1), POLL)
+    super::poll_within(since, deadline, now, POLL)
 }
 
 /// Decides the next step of an Etcd restore.

@@ -221,9 +221,7 @@ pub fn restore_body(job: &RestoreJob, cluster: &str, blob: &Json, snap: Option<&
 }
 
 fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    deadline
-        .saturating_sub(elapsed(since, now))
-        .clamp(Duration::from_secs(1), POLL)
+    super::poll_within(since, deadline, now, POLL)
 }
 
 /// Decides the next step of a FoundationDB restore.

@@ -145,9 +145,7 @@ pub fn outcome(restore: &Json) -> Outcome {
 }
 
 fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    deadline
-        .saturating_sub(elapsed(since, now))
-        .clamp(Duration::from_secs(1), POLL)
+    super::poll_within(since, deadline, now, POLL)
 }
 
 /// Decides the next step of a MariaDB restore.

@@ -315,3 +315,16 @@ pub(crate) fn snapshot_identity(
     }
     Ok(())
 }
+
+/// How soon an operator object is looked at again: every `max` at most, sooner when the deadline
+/// measured from `since` is nearer, never more often than once a second.
+pub(crate) fn poll_within(
+    since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    deadline: std::time::Duration,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    max: std::time::Duration,
+) -> std::time::Duration {
+    deadline
+        .saturating_sub(elapsed(since, now))
+        .clamp(std::time::Duration::from_secs(1), max)
+}
