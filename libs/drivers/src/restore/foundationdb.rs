@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use api::backups::{Backup, RestoreJob};
-use api::contract::{event_reasons, groups, reasons};
+use api::contract::{event_reasons, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
@@ -234,25 +234,8 @@ pub fn decide(o: &Observed<'_>) -> Step {
         return fail(&status, &e, Vec::new(), now);
     }
     let (app, kind, group) = target(job, backup);
-    if kind != driver::APP_KIND {
-        return fail(
-            &status,
-            &format!(
-                "target applicationRef.kind={kind:?} is not supported by the FoundationDB driver"
-            ),
-            Vec::new(),
-            now,
-        );
-    }
-    if !group.is_empty() && group != groups::APPS {
-        return fail(
-            &status,
-            &format!(
-                "target applicationRef.apiGroup={group:?} is not supported by the FoundationDB driver"
-            ),
-            Vec::new(),
-            now,
-        );
+    if let Err(message) = super::target_kind_gate(&kind, &group, driver::APP_KIND, "FoundationDB") {
+        return fail(&status, &message, Vec::new(), now);
     }
     let decoded = decode_snapshot(
         backup

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use api::backups::{Backup, RestoreJob};
-use api::contract::{groups, reasons};
+use api::contract::reasons;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
@@ -158,23 +158,8 @@ pub fn decide(o: &Observed<'_>) -> Step {
         return fail(&status, &e, Vec::new(), now);
     }
     let (app, kind, group) = target(job, backup);
-    if kind != driver::APP_KIND {
-        return fail(
-            &status,
-            &format!("target applicationRef.kind={kind:?} is not supported by the MariaDB driver"),
-            Vec::new(),
-            now,
-        );
-    }
-    if !group.is_empty() && group != groups::APPS {
-        return fail(
-            &status,
-            &format!(
-                "target applicationRef.apiGroup={group:?} is not supported by the MariaDB driver"
-            ),
-            Vec::new(),
-            now,
-        );
+    if let Err(message) = super::target_kind_gate(&kind, &group, driver::APP_KIND, "MariaDB") {
+        return fail(&status, &message, Vec::new(), now);
     }
 
     // 2. startedAt (+ phase Running); option Warnings are recorded once, here.

@@ -328,3 +328,24 @@ pub(crate) fn poll_within(
         .saturating_sub(elapsed(since, now))
         .clamp(std::time::Duration::from_secs(1), max)
 }
+
+/// Upstream's gate on a restore's target application for the drivers that restore into an
+/// `apps.cozystack.io/<want_kind>` (an empty group means that group): `Err` with the driver's message.
+pub(crate) fn target_kind_gate(
+    kind: &str,
+    group: &str,
+    want_kind: &str,
+    driver: &str,
+) -> Result<(), String> {
+    if kind != want_kind {
+        return Err(format!(
+            "target applicationRef.kind={kind:?} is not supported by the {driver} driver"
+        ));
+    }
+    if !group.is_empty() && group != api::contract::groups::APPS {
+        return Err(format!(
+            "target applicationRef.apiGroup={group:?} is not supported by the {driver} driver"
+        ));
+    }
+    Ok(())
+}
