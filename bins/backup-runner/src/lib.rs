@@ -235,9 +235,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
     );
 
-    // managedFields are never read here: they stay out of memory (one copy per cached object).
     let (jobs_store, jobs) = Watch::<BackupJob>::new(client.clone())
-        .strip(|o| o.metadata.managed_fields = None)
+        .strip_managed_fields()
         .reflect(&wctx);
     let mut controller = Controller::for_stream(jobs, jobs_store.clone())
         .with_config(ControllerConfig::default().concurrency(args.runner.concurrency));
@@ -268,7 +267,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let mut watch = Watch::<DynamicObject>::new_with(client.clone(), resource.clone())
             .describe(label)
             .absent_is_empty()
-            .strip(|o| o.metadata.managed_fields = None);
+            .strip_managed_fields();
         if let Some(selector) = selector {
             watch = watch.labels(selector);
         }
@@ -373,7 +372,7 @@ fn route_events(
 /// The Backup finalizer controller; every Backup is re-evaluated when this replica wins leadership.
 async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: &WatchContext) {
     let (store, backups) = Watch::<Backup>::new(client.clone())
-        .strip(|o| o.metadata.managed_fields = None)
+        .strip_managed_fields()
         .reflect(wctx);
     let leadership = tokio_stream_of(leader.subscribe());
     let ctx = Arc::new(catalog::Context {
@@ -410,7 +409,7 @@ async fn plan_controller(
     wctx: &WatchContext,
 ) {
     let (store, plans) = Watch::<Plan>::new(client.clone())
-        .strip(|o| o.metadata.managed_fields = None)
+        .strip_managed_fields()
         .reflect(wctx);
     let leadership = tokio_stream_of(leader.subscribe());
     let recorder = Recorder::new(

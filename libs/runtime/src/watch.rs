@@ -240,6 +240,12 @@ impl<K: Watchable> Watch<K> {
         self
     }
 
+    /// Drops `metadata.managedFields` (one copy per cached object, often the largest part of it)
+    /// from every object: for consumers that never read field ownership.
+    pub fn strip_managed_fields(self) -> Self {
+        self.strip(|o| o.meta_mut().managed_fields = None)
+    }
+
     fn kind(&self) -> String {
         K::kind(&self.dyntype).into_owned()
     }
