@@ -27,10 +27,11 @@ pub struct Fault {
     /// Verb to match (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, …); None = any.
     #[serde(default)]
     pub verb: Option<String>,
-    /// Resource (plural) to match; None = any.
+    /// Resource (plural) to match, with its subresources; `plural/subresource` (e.g. `pods/log`)
+    /// matches that subresource only; None = any.
     #[serde(default)]
     pub resource: Option<String>,
-    /// HTTP code to answer: 409, 410, 429, 500, 503 or 504.
+    /// HTTP code to answer: 403, 409, 410, 429, 500, 503 or 504.
     pub code: u16,
     /// Probability in 0..=1 that a matching request fails.
     #[serde(default = "one")]
@@ -176,10 +177,19 @@ impl Admin {
     }
 
     /// Decides whether this request fails, and with which code.
-    pub(crate) fn pick_fault(&mut self, verb: &str, resource: &str) -> Option<u16> {
+    pub(crate) fn pick_fault(
+        &mut self,
+        verb: &str,
+        resource: &str,
+        subresource: Option<&str>,
+    ) -> Option<u16> {
+        let matches_resource = |r: &str| match r.split_once('/') {
+            Some((plural, sub)) => plural == resource && subresource == Some(sub),
+            None => r == resource,
+        };
         for f in self.faults.iter_mut() {
             if f.verb.as_deref().is_some_and(|v| v != verb)
-                || f.resource.as_deref().is_some_and(|r| r != resource)
+                || f.resource.as_deref().is_some_and(|r| !matches_resource(r))
                 || f.count == Some(0)
             {
                 continue;
@@ -198,6 +208,11 @@ impl Admin {
 /// The Status a forced fault answers with.
 pub(crate) fn fault_error(code: u16, kind: &Kind, name: &str) -> ApiError {
     match code {
+        403 => ApiError::new(
+            403,
+            "Forbidden",
+            format!("{} {name:?} is forbidden: injected by the kube-emulator fault API", kind.plural),
+        ),
         409 => ApiError::conflict(kind, name),
         410 => ApiError::new(410, "Expired", "too old resource version: forced by fault injection"),
         429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later (injected)")

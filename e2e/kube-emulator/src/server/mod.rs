@@ -58,7 +58,9 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
                 }
-                let fault = inner.admin().pick_fault(verb, &t.kind.plural);
+                let fault = inner
+                    .admin()
+                    .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
                 let resp = match fault {
                     Some(code) if !(verb == "watch" && code == 410) => {
                         error_response(&crate::admin::fault_error(

@@ -11,7 +11,7 @@
 //!   ├─ safety backup (ours, in place): cnpg Backup + catalog Backup of the live database
 //!   ├─ suspend HelmRelease postgres-<target> ─► merge-patch the app ─► delete Cluster and PVCs
 //!   └─ wait until the Cluster and every labelled PVC are gone (HelmRelease still suspended)
-//!  resume the HelmRelease (every pass from here) ─► TargetPurged=True/ClusterPurged
+//!  TargetPurged=True/ClusterPurged ─► resume the HelmRelease (every pass from here)
 //!  recovery Cluster healthy ─► Succeeded (health wins over the deadline)
 //!  past restoreTimeoutSeconds ─► read recovery pod logs ─► RecoveryTargetUnreachable | RestoreFailed
 //! ```
@@ -634,6 +634,73 @@ fn safety_failed(status: &RestoreJobStatus, message: &str, now: &Time) -> Step {
     )
 }
 
+/// The server name a Cluster that does not archive yet archives under for the safety backup of
+/// `job`: a name of its own. Such a Cluster was recreated by an earlier restore, on a new timeline;
+/// archiving it under its source's server name would mix two histories in one archive (PostgreSQL
+/// numbers the timelines of two restores to the same point alike), and a later restore of that
+/// server could replay the wrong one.
+pub fn safety_server_name(cluster: &str, job: &str) -> String {
+    format!("{cluster}-{job}")
+}
+
+/// The step that attaches WAL archiving to the live Cluster before its safety backup, as the
+/// backup path does: its ObjectStore (named after the Cluster, from the strategy rendered against
+/// the target) and the barman-cloud plugin entry under [`safety_server_name`]; `None` once the
+/// Cluster archives.
+fn attach_archiving(
+    t: &Target,
+    job: &str,
+    live: &Json,
+    object_store: Option<&Json>,
+    rendered: &Json,
+) -> Option<Step> {
+    if driver::live_server_name(live).is_some() {
+        return None;
+    }
+    let on_error = OnError {
+        prefix: "failed to attach barman-cloud plugin to Cluster",
+        resume: None,
+    };
+    if object_store.is_none() {
+        let uid = live["metadata"]["uid"].as_str().unwrap_or_default();
+        return Some(Step::Act {
+            action: Action::Create(driver::object_store(
+                &t.namespace,
+                &t.cluster,
+                uid,
+                rendered,
+            )),
+            events: Vec::new(),
+            on_error,
+        });
+    }
+    let server = safety_server_name(&t.cluster, job);
+    let mut plugins = live["spec"]["plugins"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    plugins.extend(
+        driver::cluster_plugins(&t.namespace, &t.cluster, &server)["spec"]["plugins"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    Some(Step::Act {
+        action: Action::MergePatch {
+            target: ObjectRef {
+                api_version: "postgresql.cnpg.io/v1",
+                kind: "Cluster",
+                namespace: t.namespace.clone(),
+                name: t.cluster.clone(),
+            },
+            patch: json!({"spec": {"plugins": plugins}}),
+            field_manager: driver::FIELD_MANAGER,
+        },
+        events: Vec::new(),
+        on_error,
+    })
+}
+
 /// Resumes the suspended HelmRelease (`spec.suspend: false`); a refusal fails the restore.
 fn resume(release: ObjectRef) -> Step {
     Step::Act {
@@ -937,6 +1004,14 @@ pub fn decide(o: &Observed<'_>) -> Step {
                     t.namespace, t.namespace, t.cluster
                 )
             };
+            // A Cluster that does not archive (one a previous restore recreated, before any
+            // backup attached the plugin again) gets the plugin the way a backup attaches it.
+            if o.safety_cnpg_backup.is_none()
+                && !late
+                && let Some(step) = attach_archiving(&t, &job_name, live, o.object_store, &rendered)
+            {
+                return step;
+            }
             let Some(cnpg_backup) = o.safety_cnpg_backup else {
                 if late {
                     return safety_failed(
@@ -1127,11 +1202,9 @@ pub fn decide(o: &Observed<'_>) -> Step {
         }
     }
 
-    // 13. Resume the HelmRelease on every pass that gets here.
-    if suspended {
-        return resume(release);
-    }
-    // 14. Record the purge once.
+    // 13. Record the purge once, before the HelmRelease is resumed (upstream resumes first): once
+    //     Flux renders the recovery Cluster, a pass that had not yet recorded the purge could take
+    //     it for the old one when both carry the same second as `startedAt`, and delete it again.
     if !purged {
         set(
             &mut status,
@@ -1149,6 +1222,10 @@ pub fn decide(o: &Observed<'_>) -> Step {
             events: Vec::new(),
             requeue: None,
         };
+    }
+    // 14. Resume the HelmRelease on every pass that gets here.
+    if suspended {
+        return resume(release);
     }
     // 15. Health wins over the deadline.
     let healthy = recovery.is_some()
@@ -1556,8 +1633,8 @@ mod tests {
                 "patch db",
                 "delete Cluster postgres-db",
                 "delete-all PersistentVolumeClaim",
-                "suspend postgres-db false",
                 "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=True/SafetyBackupCompleted TargetPurged=True/ClusterPurged",
+                "suspend postgres-db false",
             ]
         );
         let safety = w.safety_catalog.clone().unwrap();
@@ -1727,8 +1804,8 @@ mod tests {
             vec![
                 "status Running WALArchiveReady=True/ArchiveCaughtUp",
                 "patch copy",
-                "suspend postgres-copy false",
                 "status Running WALArchiveReady=True/ArchiveCaughtUp TargetPurged=True/ClusterPurged",
+                "suspend postgres-copy false",
             ]
         );
     }

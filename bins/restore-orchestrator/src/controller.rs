@@ -1,0 +1,532 @@
+//! The RestoreJob controller: one reconcile per event of the job or of anything it waits on; the
+//! work lease; then the decide → perform loop of the pure decisions in `drivers::restore`.
+//!
+//! ```text
+//!  reconcile(job): watches listed? ─► work lease (one replica per job) ─► fencing token on the job
+//!   loop: fresh job + Backup ─► restore::job::decide
+//!           AddFinalizer ─► patch, loop          Finalize ─► best-effort cleanups, drop finalizer
+//!           Dispatch(driver) ─► observe (fresh reads) ─► driver decide ─► one of:
+//!           Act ─► Events, perform, loop          Status ─► write (resourceVersion precondition), stop
+//!           Wait ─► Events, stop (requeue when the decision asks)
+//! ```
+//!
+//! Invariants: every decision is made on a fresh read of the job and of the objects it depends
+//! on, so a replica killed at any instant continues where the objects say; a job is written only
+//! by the replica holding its work lease, and every write to it carries the resourceVersion it was
+//! decided on; an action the API server refuses for good fails the job with the refusal (after
+//! resuming the HelmRelease the decision names), a transient error is retried with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::backups::{Backup, RestoreJob, RestoreJobStatus};
+use api::contract::{finalizers, phases};
+use drivers::restore::cnpg::LogRead;
+use drivers::restore::{self, Action, Cleanup, Driver, Event, ObjectRef, Step};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef as JobRef;
+use kube::{ResourceExt, api::ApiResource};
+use runtime::ReconcileError;
+use serde_json::json;
+
+use crate::context::{Context, Ctx, Error, is_refusal, resource};
+use crate::observe::{self, Carry};
+
+/// Annotation recording the fencing token of the work lease under which the job was last driven.
+pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/restore-orchestrator-lease-token";
+/// How long to wait when another replica holds a job's work lease.
+const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// How soon a job is looked at again when the caches were still filling.
+const CACHE_SYNC_RETRY: Duration = Duration::from_millis(500);
+/// Decisions per reconcile before yielding to other jobs (a restore needs about a dozen).
+const MAX_STEPS: usize = 64;
+
+/// Reconciles one RestoreJob.
+pub async fn reconcile(job: Arc<RestoreJob>, ctx: Ctx) -> Result<Requeue, Error> {
+    if !ctx.readiness.watches_synced() {
+        return Ok(Requeue::requeue(CACHE_SYNC_RETRY));
+    }
+    let timer = ctx.metrics.start();
+    let result = reconcile_job(job.clone(), &ctx).await;
+    timer.finish(result.as_ref().err().map(ReconcileError::kind));
+    if result.is_ok() {
+        ctx.backoff.reset(&JobRef::from_obj(job.as_ref()));
+    }
+    metrics::gauge!(crate::metrics::IN_FLIGHT).set(ctx.leases.len() as f64);
+    result
+}
+
+/// Transient errors retry with per-job backoff.
+pub fn error_policy(job: Arc<RestoreJob>, err: &Error, ctx: Ctx) -> Requeue {
+    tracing::debug!(job = %job.name_any(), error = %err, "reconcile failed; retrying");
+    if let Some(d) = err.retry_delay() {
+        return Requeue::requeue(d);
+    }
+    ctx.backoff.action_for(JobRef::from_obj(job.as_ref()), err)
+}
+
+fn holds_finalizer(job: &RestoreJob) -> bool {
+    job.finalizers().iter().any(|f| f == finalizers::CLEANUP)
+}
+
+async fn reconcile_job(job: Arc<RestoreJob>, ctx: &Context) -> Result<Requeue, Error> {
+    // A finished job that keeps its finalizer needs nothing until it is deleted.
+    if job.is_terminal() && job.metadata.deletion_timestamp.is_none() && holds_finalizer(&job) {
+        ctx.leases.release(job.as_ref());
+        return Ok(Requeue::await_change());
+    }
+    let Some(held) = ctx.leases.hold(job.as_ref()).await? else {
+        return Ok(Requeue::requeue(LEASE_BUSY_RETRY));
+    };
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let mut carry = Carry::default();
+    for _ in 0..MAX_STEPS {
+        let Some(job) = ctx.read_job(&ns, &name).await? else {
+            ctx.leases.release(job.as_ref());
+            return Ok(Requeue::await_change());
+        };
+        let job = fence(ctx, job, held.token()).await?;
+        match pass(ctx, &job, &mut carry).await? {
+            Next::Again => continue,
+            Next::Stop(action) => {
+                if job.metadata.deletion_timestamp.is_some() {
+                    ctx.leases.release(&job);
+                }
+                return Ok(action);
+            }
+        }
+    }
+    tracing::warn!(job = %format!("{ns}/{name}"), "no stable decision after {MAX_STEPS} steps; looking again shortly");
+    Ok(Requeue::requeue(Duration::from_secs(1)))
+}
+
+enum Next {
+    /// Observe and decide again.
+    Again,
+    /// The pass is over.
+    Stop(Requeue),
+}
+
+fn wake(requeue: Option<Duration>) -> Requeue {
+    match requeue {
+        Some(d) => Requeue::requeue(d.max(Duration::from_millis(100))),
+        None => Requeue::await_change(),
+    }
+}
+
+/// One decision on a fresh read of the job, and its execution.
+async fn pass(ctx: &Context, job: &RestoreJob, carry: &mut Carry) -> Result<Next, Error> {
+    let ns = job.namespace().unwrap_or_default();
+    let backup_name = &job.spec.backup_ref.name;
+    let backup: Result<Backup, String> = match Api::<Backup>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(backup_name)
+        .await
+    {
+        Ok(Some(b)) => Ok(b),
+        Ok(None) => Err(restore::job::not_found(backup_name)),
+        Err(e) if is_refusal(&e) => Err(kube_message(&e)),
+        Err(source) => {
+            return Err(Error::Api {
+                action: "get",
+                object: format!("Backup {ns}/{backup_name}"),
+                source,
+            });
+        }
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let lookup = match &backup {
+        Ok(b) => restore::job::BackupLookup::Found(b),
+        Err(e) => restore::job::BackupLookup::Error(e.clone()),
+    };
+    let step = restore::job::decide(&restore::job::Observed {
+        job,
+        backup: lookup,
+        require_projection: ctx.args.require_projection,
+        now: now.clone(),
+    });
+    let (step, driver) = match step {
+        Step::Dispatch(driver) => {
+            let backup = backup
+                .as_ref()
+                .expect("dispatch only follows a found Backup");
+            let step = observe::decide(ctx, driver, job, backup, now.clone(), carry).await?;
+            (step, Some((driver, backup)))
+        }
+        other => (other, None),
+    };
+    execute(ctx, job, step, driver, carry, &now).await
+}
+
+async fn execute(
+    ctx: &Context,
+    job: &RestoreJob,
+    step: Step,
+    driver: Option<(Driver, &Backup)>,
+    carry: &mut Carry,
+    now: &Time,
+) -> Result<Next, Error> {
+    match step {
+        Step::AddFinalizer => {
+            let mut list = job.finalizers().to_vec();
+            list.push(finalizers::CLEANUP.to_owned());
+            ctx.patch_job(
+                job,
+                json!({"metadata": {"finalizers": list}}),
+                false,
+                "add the finalizer to",
+            )
+            .await?;
+            Ok(Next::Again)
+        }
+        Step::Finalize(cleanups) => {
+            finalize(ctx, job, cleanups).await?;
+            Ok(Next::Stop(Requeue::await_change()))
+        }
+        Step::Dispatch(_) => unreachable!("a driver decision never dispatches"),
+        Step::Status {
+            status,
+            events,
+            requeue,
+        } => {
+            record(ctx, job, &events).await;
+            write(ctx, job, status, driver, now).await?;
+            Ok(Next::Stop(wake(requeue)))
+        }
+        Step::Wait { events, requeue } => {
+            record(ctx, job, &events).await;
+            Ok(Next::Stop(wake(requeue)))
+        }
+        Step::Act {
+            action,
+            events,
+            on_error,
+        } => {
+            let announced = !events.is_empty();
+            record(ctx, job, &events).await;
+            match perform(ctx, &action).await? {
+                Done::Performed(note) => {
+                    if let (false, Some((reason, note))) = (announced, note) {
+                        ctx.event(job, EventType::Normal, reason, &note).await;
+                    }
+                }
+                Done::Logs(logs) => carry.logs = Some(logs),
+                Done::Refused(e) => {
+                    if let Some(release) = &on_error.resume {
+                        // Best effort: the failure below is the news.
+                        let _ = set_suspend(ctx, release, false).await;
+                    }
+                    let status = restore::job::status_of(job);
+                    let message = format!("{}: {e}", on_error.prefix);
+                    let failed = restore::job::failed(
+                        &status,
+                        api::contract::reasons::RESTORE_FAILED,
+                        &message,
+                        now,
+                    );
+                    write(ctx, job, failed, driver, now).await?;
+                    return Ok(Next::Stop(Requeue::await_change()));
+                }
+            }
+            Ok(Next::Again)
+        }
+    }
+}
+
+/// The outcome of an action the API server did not fail transiently.
+enum Done {
+    /// Performed (or already so); the Event that tells it, when it changed something.
+    Performed(Option<(&'static str, String)>),
+    /// Logs read.
+    Logs(Vec<(String, LogRead)>),
+    /// Refused for good, with the API server's message.
+    Refused(String),
+}
+
+/// The API server's own words for a refusal.
+fn kube_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn object_api(ctx: &Context, r: &ObjectRef) -> (Api<kube::api::DynamicObject>, ApiResource) {
+    let res = resource(r.api_version, r.kind);
+    // An empty namespace names a cluster-scoped object (a PersistentVolume).
+    let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+    (ctx.api(&res, ns), res)
+}
+
+/// Sets a HelmRelease's `spec.suspend`; a missing release or one already at the value is left
+/// alone (`Ok(false)`).
+async fn set_suspend(
+    ctx: &Context,
+    release: &ObjectRef,
+    suspend: bool,
+) -> Result<bool, kube::Error> {
+    let (api, _) = object_api(ctx, release);
+    let Some(current) = api.get_opt(&release.name).await? else {
+        return Ok(false);
+    };
+    let now = current.data["spec"]["suspend"].as_bool().unwrap_or(false);
+    if now == suspend {
+        return Ok(false);
+    }
+    let patch = json!({"spec": {"suspend": suspend}});
+    match api
+        .patch(
+            &release.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sorts an API error into "retry" (`Err`) and "refused for good" (`Ok(Refused)`).
+fn settle(result: Result<Done, kube::Error>, what: &str) -> Result<Done, Error> {
+    match result {
+        Ok(done) => Ok(done),
+        Err(e) if is_refusal(&e) => Ok(Done::Refused(kube_message(&e))),
+        Err(source) => Err(Error::Api {
+            action: "perform",
+            object: what.to_owned(),
+            source,
+        }),
+    }
+}
+
+async fn perform(ctx: &Context, action: &Action) -> Result<Done, Error> {
+    match action {
+        Action::SetSuspend { release, suspend } => {
+            let what = format!("HelmRelease {}/{}", release.namespace, release.name);
+            let r = set_suspend(ctx, release, *suspend).await.map(|changed| {
+                let (reason, verb) = if *suspend {
+                    ("HelmReleaseSuspended", "Suspended")
+                } else {
+                    ("HelmReleaseResumed", "Resumed")
+                };
+                Done::Performed(changed.then(|| (reason, format!("{verb} {what}"))))
+            });
+            settle(r, &what)
+        }
+        Action::MergePatch {
+            target,
+            patch,
+            field_manager,
+        } => {
+            let (api, _) = object_api(ctx, target);
+            let what = format!("{} {}/{}", target.kind, target.namespace, target.name);
+            let params = PatchParams {
+                field_manager: Some((*field_manager).to_owned()),
+                ..Default::default()
+            };
+            let r = api
+                .patch(&target.name, &params, &Patch::Merge(patch))
+                .await
+                .map(|_| Done::Performed(Some(("Patched", format!("Patched {what}")))));
+            settle(r, &what)
+        }
+        Action::Delete(target) => {
+            let (api, _) = object_api(ctx, target);
+            let what = format!("{} {}/{}", target.kind, target.namespace, target.name);
+            let r = match api.delete(&target.name, &DeleteParams::default()).await {
+                Ok(_) => Ok(Done::Performed(Some(("Deleted", format!("Deleted {what}"))))),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::Performed(None)),
+                Err(e) => Err(e),
+            };
+            settle(r, &what)
+        }
+        Action::DeleteAll(selection) => {
+            let res = resource(selection.api_version, selection.kind);
+            let what = format!("{} in {}", selection.kind, selection.namespace);
+            let items = ctx
+                .list(&res, &selection.namespace, &selection.labels)
+                .await?;
+            let api = ctx.api(&res, Some(&selection.namespace));
+            let mut deleted = Vec::new();
+            for item in items {
+                if item["metadata"]["deletionTimestamp"].is_string() {
+                    continue;
+                }
+                let name = item["metadata"]["name"].as_str().unwrap_or_default();
+                match api.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => deleted.push(name.to_owned()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return settle(Err(e), &what),
+                }
+            }
+            Ok(Done::Performed((!deleted.is_empty()).then(|| {
+                (
+                    "Deleted",
+                    format!(
+                        "Deleted {} {}/{}",
+                        selection.kind,
+                        selection.namespace,
+                        deleted.join(",")
+                    ),
+                )
+            })))
+        }
+        Action::Create(body) => {
+            let what = format!(
+                "{} {}/{}",
+                body["kind"].as_str().unwrap_or_default(),
+                body["metadata"]["namespace"].as_str().unwrap_or_default(),
+                body["metadata"]["name"]
+                    .as_str()
+                    .or(body["metadata"]["generateName"].as_str())
+                    .unwrap_or_default()
+            );
+            let r = match ctx.create(body).await {
+                Ok(()) => Ok(Done::Performed(Some(("Created", format!("Created {what}"))))),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Done::Performed(None)),
+                Err(e) => Err(e),
+            };
+            settle(r, &what)
+        }
+        Action::ReadLogs {
+            namespace,
+            pods,
+            container,
+            tail_lines,
+        } => {
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            let params = LogParams {
+                container: Some((*container).to_owned()),
+                tail_lines: Some(*tail_lines),
+                ..Default::default()
+            };
+            let mut logs = Vec::new();
+            for pod in pods {
+                let read = match api.logs(pod, &params).await {
+                    Ok(lines) => LogRead::Lines(lines),
+                    Err(kube::Error::Api(s)) if s.code == 403 => LogRead::Forbidden,
+                    Err(e) => {
+                        tracing::debug!(pod = %pod, error = %e, "could not read a recovery log");
+                        LogRead::Failed
+                    }
+                };
+                logs.push((pod.clone(), read));
+            }
+            Ok(Done::Logs(logs))
+        }
+    }
+}
+
+/// Runs the cleanups of a deleted job (best effort) and drops the finalizer.
+async fn finalize(ctx: &Context, job: &RestoreJob, cleanups: Vec<Cleanup>) -> Result<(), Error> {
+    for Cleanup { action, on_error } in cleanups {
+        let failure = match perform(ctx, &action).await {
+            Ok(Done::Refused(e)) => Some(e),
+            Err(e) => Some(e.to_string()),
+            Ok(_) => None,
+        };
+        if let (Some(e), Some((reason, prefix))) = (failure, on_error) {
+            ctx.event(job, EventType::Warning, reason, &format!("{prefix}: {e}"))
+                .await;
+        }
+    }
+    let list: Vec<String> = job
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizers::CLEANUP)
+        .cloned()
+        .collect();
+    ctx.patch_job(
+        job,
+        json!({"metadata": {"finalizers": list}}),
+        false,
+        "remove the finalizer from",
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn record(ctx: &Context, job: &RestoreJob, events: &[Event]) {
+    for e in events {
+        let type_ = match e.type_ {
+            restore::EventType::Normal => EventType::Normal,
+            restore::EventType::Warning => EventType::Warning,
+        };
+        ctx.event(job, type_, e.reason, &e.note).await;
+    }
+}
+
+/// Writes the status (when it changed) and tells the phase change by an Event and the metrics.
+async fn write(
+    ctx: &Context,
+    job: &RestoreJob,
+    status: RestoreJobStatus,
+    driver: Option<(Driver, &Backup)>,
+    now: &Time,
+) -> Result<(), Error> {
+    if job.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let before = job.status.clone().unwrap_or_default();
+    ctx.write_status(job, &status).await?;
+    crate::metrics::transition(ctx, job, &before, &status, driver, now).await;
+    if phases::is_terminal(status.phase.as_deref()) {
+        ctx.leases.release(job);
+    }
+    Ok(())
+}
+
+/// Records this replica's fencing token on the job (when leases are networked and the recorded
+/// token is older). The write carries the job's resourceVersion, and every later write carries
+/// the version read after it: a replica that lost the lease fails on its next write instead of
+/// overwriting the new holder's work.
+async fn fence(ctx: &Context, job: RestoreJob, token: u64) -> Result<RestoreJob, Error> {
+    if token == 0 {
+        return Ok(job);
+    }
+    let recorded: u64 = job
+        .annotations()
+        .get(LEASE_TOKEN_ANNOTATION)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    if recorded == token {
+        return Ok(job);
+    }
+    if recorded > token {
+        ctx.leases.release(&job);
+        return Err(Error::Conflict(format!(
+            "{}/{}",
+            job.namespace().unwrap_or_default(),
+            job.name_any()
+        )));
+    }
+    ctx.patch_job(
+        &job,
+        json!({"metadata": {"annotations": {LEASE_TOKEN_ANNOTATION: token.to_string()}}}),
+        false,
+        "record the lease token on",
+    )
+    .await
+}
+
+/// The non-terminal RestoreJobs of `namespace` (an event there may concern any of them).
+pub fn active_in(
+    store: &kube::runtime::reflector::Store<RestoreJob>,
+    namespace: &str,
+) -> Vec<JobRef<RestoreJob>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|j| {
+            j.metadata.namespace.as_deref() == Some(namespace)
+                && (!j.is_terminal() || j.metadata.deletion_timestamp.is_some())
+        })
+        .map(|j| JobRef::from_obj(j.as_ref()))
+        .collect()
+}

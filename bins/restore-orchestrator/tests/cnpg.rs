@@ -1,0 +1,487 @@
+//! End to end on the real data plane (PostgreSQL, barman-cloud, the S3 server, the simulated CNPG
+//! and Flux): the real `restore-orchestrator`, `backup-runner`, `strategy-renderer` and
+//! `credentials-projector` binaries against the emulator.
+//!
+//! The seed's PITR scenario: marker rows, a timestamp, more rows, a backup, then the seed's
+//! RestoreJob (verbatim but for the Backup's name and the timestamp) into `orders-db-copy`, and in
+//! place twice; SQL shows exactly the rows committed before the timestamp; the safety backup of an
+//! in-place restore exists before the purge and restoring from it brings the pre-restore rows back.
+//! Then the edges: a target before the window is rejected at once, a target past the archive ends
+//! `RecoveryTargetUnreachable` from the real FATAL, the same with `pods/log` forbidden ends
+//! `RestoreFailed` with the note.
+
+use std::time::Duration;
+
+use api::backups::{Backup, RestoreJob};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply, psql};
+use harness::{Audit, DaemonSpec, Harness, eventually_within};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+
+const TENANT: &str = "tenant-acme";
+const READY: Duration = Duration::from_secs(60);
+
+fn bin(name: &str) -> std::path::PathBuf {
+    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The seed's RestoreJob, with the Backup's name and the recovery time to fill in.
+const SEED_RESTOREJOB: &str = r#"
+apiVersion: backups.cozystack.io/v1alpha1
+kind: RestoreJob
+metadata:
+  name: orders-db-pitr
+  namespace: tenant-acme
+spec:
+  backupRef:
+    name: BACKUP
+  targetApplicationRef:
+    apiGroup: apps.cozystack.io
+    kind: Postgres
+    name: orders-db-copy
+  options:
+    recoveryTime: "RECOVERY_TIME"
+"#;
+
+struct Platform {
+    h: Harness,
+    dp: DataPlane,
+}
+
+impl Platform {
+    /// Data plane, renderer, projector, runner and orchestrator; Postgres `orders-db` healthy.
+    async fn start() -> Platform {
+        let mut h = Harness::start().await.unwrap();
+        h.create_namespaces(&[
+            "tenant-root",
+            "cozy-velero",
+            "cozy-backup-controller",
+            TENANT,
+        ])
+        .await
+        .unwrap();
+        let dp = h
+            .spawn_dataplane("s3,cosi,cnpg,flux", &["--cosi-delay-ms=10"])
+            .await
+            .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
+                .args([format!("--endpoint={}", dp.http)]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+                "--source-namespace=tenant-root".to_owned(),
+                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+                format!("--endpoint={}", dp.http),
+                "--region=us-east-1".to_owned(),
+                "--force-path-style=true".to_owned(),
+                "--system-namespaces=cozy-velero".to_owned(),
+            ]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("backup-runner", bin("backup-runner")),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator")),
+            READY,
+        )
+        .await
+        .unwrap();
+        let p = Platform { h, dp };
+        p.app("orders-db").await;
+        p
+    }
+
+    async fn app(&self, name: &str) {
+        apply(
+            &self.h.dynamic::<api::thirdparty::apps::Postgres>(TENANT),
+            json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
+                   "metadata": {"name": name, "namespace": TENANT},
+                   "spec": {"size": "1Gi", "replicas": 1}}),
+        )
+        .await;
+    }
+
+    async fn uri(&self, app: &str) -> String {
+        self.h
+            .healthy_cluster_uri(TENANT, &format!("postgres-{app}"))
+            .await
+    }
+
+    /// Rows of `orders` in `app`, by id.
+    async fn rows(&self, app: &str) -> String {
+        psql(
+            &self.uri(app).await,
+            "SELECT string_agg(item, ',' ORDER BY id) FROM orders",
+        )
+    }
+
+    /// Runs a BackupJob of `orders-db` to `Succeeded`.
+    async fn backup(&self, name: &str) {
+        let job = api::backups::BackupJob::test(name)
+            .for_app("Postgres", "orders-db")
+            .class("cozy-default")
+            .build();
+        self.h.create(TENANT, &job).await;
+        let jobs: Api<api::backups::BackupJob> = Api::namespaced(self.h.client(), TENANT);
+        let done = eventually_within(
+            &format!("BackupJob {name} done"),
+            DATAPLANE_DEADLINE,
+            || {
+                let jobs = jobs.clone();
+                async move {
+                    let j = jobs.get(name).await.ok()?;
+                    j.status.as_ref()?.completed_at.as_ref()?;
+                    Some(j)
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            done.status.unwrap().phase.as_deref(),
+            Some("Succeeded"),
+            "backup {name}"
+        );
+    }
+
+    fn restores(&self) -> Api<RestoreJob> {
+        Api::namespaced(self.h.client(), TENANT)
+    }
+
+    /// Creates RestoreJob `name` from Backup `backup` (into `target`, in place when `None`).
+    async fn restore(
+        &self,
+        name: &str,
+        backup: &str,
+        target: Option<&str>,
+        options: serde_json::Value,
+    ) {
+        let mut spec = json!({"backupRef": {"name": backup}, "options": options});
+        if let Some(t) = target {
+            spec["targetApplicationRef"] =
+                json!({"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": t});
+        }
+        let job: RestoreJob = serde_json::from_value(json!({
+            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
+            "metadata": {"name": name, "namespace": TENANT}, "spec": spec}))
+        .unwrap();
+        self.restores()
+            .create(&PostParams::default(), &job)
+            .await
+            .unwrap();
+    }
+
+    /// Waits for a terminal phase.
+    async fn terminal(&self, name: &str, within: Duration) -> RestoreJob {
+        let api = self.restores();
+        eventually_within(&format!("RestoreJob {name} finished"), within, || {
+            let api = api.clone();
+            async move {
+                let j = api.get(name).await.ok()?;
+                j.is_terminal().then_some(j)
+            }
+        })
+        .await
+    }
+}
+
+fn condition(job: &RestoreJob, type_: &str) -> (String, String, String) {
+    let c = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .unwrap_or_else(|| panic!("no {type_} on {:?}", job.status));
+    (
+        format!("{:?}", c.status),
+        c.reason.clone(),
+        c.message.clone(),
+    )
+}
+
+fn phase(job: &RestoreJob) -> String {
+    job.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+/// A timestamp strictly between the writes before and after it (PostgreSQL's clock, RFC 3339).
+async fn mark(uri: &str) -> String {
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let t = psql(
+        uri,
+        "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t
+}
+
+/// The deletes of `name` by the orchestrator.
+fn deletes(audit: &Audit, group: &str, resource: &str, name: &str) -> usize {
+    let all: Vec<_> = audit
+        .writes(Some("delete"), resource, Some(TENANT), Some(name))
+        .filter(|r| r.group == group)
+        .collect();
+    let ours = all
+        .iter()
+        .filter(|r| r.user_agent.starts_with("restore-orchestrator/"))
+        .count();
+    assert_eq!(ours, all.len(), "deletes of {name} by others: {all:?}");
+    ours
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_backup() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
+    // A first base backup opens the recoverable window before the marker.
+    p.backup("orders-db-base").await;
+    psql(&uri, "INSERT INTO orders VALUES (3, 'marker')");
+    let t = mark(&uri).await;
+    psql(&uri, "INSERT INTO orders VALUES (4, 'after')");
+    p.backup("orders-db-adhoc").await;
+    assert_eq!(p.rows("orders-db").await, "tea,cups,marker,after");
+
+    // Into the copy: the seed's YAML.
+    p.app("orders-db-copy").await;
+    p.uri("orders-db-copy").await;
+    let yaml = SEED_RESTOREJOB
+        .replace("BACKUP", "orders-db-adhoc")
+        .replace("RECOVERY_TIME", &t);
+    p.h.apply_yaml(None, &yaml);
+    let job = p.terminal("orders-db-pitr", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(
+        condition(&job, "RecoveryWindowChecked").1,
+        "RecoveryTargetInWindow"
+    );
+    assert_eq!(p.rows("orders-db-copy").await, "tea,cups,marker");
+    assert_eq!(
+        p.rows("orders-db").await,
+        "tea,cups,marker,after",
+        "the source is untouched"
+    );
+    // A copy restore purges the copy, never the source, and takes no safety backup.
+    let audit = p.h.audit();
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db"
+        ),
+        0
+    );
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db-copy"
+        ),
+        1
+    );
+
+    // In place: a safety backup of the live database first, then the purge, exactly once.
+    p.restore(
+        "in-place-1",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    let job = p.terminal("in-place-1", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(condition(&job, "SafetyBackupReady").0, "True");
+    assert_eq!(p.rows("orders-db").await, "tea,cups,marker");
+    let audit = p.h.audit();
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db"
+        ),
+        1
+    );
+    let order = |verb: &str, group: &str, resource: &str, name: Option<&str>| {
+        audit
+            .requests
+            .iter()
+            .position(|r| {
+                r.verb == verb
+                    && r.group == group
+                    && r.resource == resource
+                    && r.succeeded()
+                    && name.is_none_or(|n| r.name.as_deref() == Some(n))
+                    && r.user_agent.starts_with("restore-orchestrator/")
+            })
+            .unwrap_or_else(|| panic!("no {verb} {resource}"))
+    };
+    assert!(
+        order("create", "backups.cozystack.io", "backups", None)
+            < order(
+                "delete",
+                "postgresql.cnpg.io",
+                "clusters",
+                Some("postgres-orders-db")
+            ),
+        "the safety backup is recorded before the purge"
+    );
+    let safety: Backup = Api::namespaced(p.h.client(), TENANT)
+        .get("in-place-1-safety")
+        .await
+        .unwrap();
+    assert_eq!(
+        safety
+            .labels()
+            .get("backups.cozystack.io/safety-backup")
+            .map(String::as_str),
+        Some("true")
+    );
+
+    // In place again (the second restore of a restored Cluster), after a write that it undoes.
+    psql(
+        &p.uri("orders-db").await,
+        "INSERT INTO orders VALUES (5, 'between')",
+    );
+    p.restore(
+        "in-place-2",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    let job = p.terminal("in-place-2", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,cups,marker");
+    let hr =
+        p.h.dynamic::<api::thirdparty::flux::HelmRelease>(TENANT)
+            .get("postgres-orders-db")
+            .await
+            .unwrap();
+    assert_ne!(
+        hr.data["spec"]["suspend"],
+        json!(true),
+        "the HelmRelease ends resumed"
+    );
+
+    // The safety backup of the second restore holds the row it undid: restoring from it (to the
+    // end of its archive) brings that row back.
+    p.restore("undo", "in-place-2-safety", None, json!({}))
+        .await;
+    let job = p.terminal("undo", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between");
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    let _ = &p.dp;
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_before_the_window_and_past_the_archive_fail_with_their_reasons() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    p.uri("orders-db-copy").await;
+    let before = p.h.audit().requests.len();
+
+    // Before the window: rejected at once, nothing touched.
+    p.restore(
+        "too-early",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": "2001-01-01T00:00:00Z"}),
+    )
+    .await;
+    let job = p.terminal("too-early", READY).await;
+    assert_eq!(phase(&job), "Failed");
+    assert_eq!(condition(&job, "Ready").1, "RecoveryTargetBeforeWindow");
+    let audit = p.h.audit();
+    let touched = audit.requests[before..]
+        .iter()
+        .filter(|r| r.is_write() && r.user_agent.starts_with("restore-orchestrator/"))
+        .filter(|r| r.resource != "restorejobs" && r.resource != "events")
+        .count();
+    assert_eq!(touched, 0, "a rejected target changes nothing");
+
+    // Past the archive: PostgreSQL's FATAL in the recovery pod classifies the deadline.
+    let future = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(1))
+    .strftime("%Y-%m-%dT%H:%M:%SZ")
+    .to_string();
+    p.restore(
+        "too-late",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
+    )
+    .await;
+    let job = p.terminal("too-late", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let (status, reason, message) = condition(&job, "RecoveryConverged");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "RecoveryTargetUnreachable"),
+        "{message}"
+    );
+    assert_eq!(condition(&job, "Ready").1, "RecoveryTargetUnreachable");
+
+    // The same with pods/log forbidden: RestoreFailed, with the note and the Event.
+    p.h.emulator().unwrap().inject_fault(harness::Fault {
+        verb: Some("get".into()),
+        resource: Some("pods/log".into()),
+        code: 403,
+        rate: 1.0,
+        count: None,
+    });
+    p.restore(
+        "blind",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
+    )
+    .await;
+    let job = p.terminal("blind", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let (_, reason, message) = condition(&job, "Ready");
+    assert_eq!(reason, "RestoreFailed");
+    assert!(
+        message.contains("pods/log RBAC grant appears to be missing"),
+        "{message}"
+    );
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        p.h.client(),
+        TENANT,
+        &kube::core::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
+    );
+    let seen = eventually_within("the RecoveryClassificationForbidden Event", READY, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.data["reason"] == "RecoveryClassificationForbidden"
+                    && e.data["regarding"]["name"] == "blind"
+            })
+        }
+    })
+    .await;
+    assert_eq!(seen.data["type"], "Warning");
+    p.h.emulator().unwrap().clear_faults();
+    p.h.cleanup().await.unwrap();
+}
