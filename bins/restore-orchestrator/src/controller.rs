@@ -340,7 +340,10 @@ async fn perform(ctx: &Context, action: &Action) -> Result<Done, Error> {
             let (api, _) = object_api(ctx, target);
             let what = format!("{} {}/{}", target.kind, target.namespace, target.name);
             let r = match api.delete(&target.name, &DeleteParams::default()).await {
-                Ok(_) => Ok(Done::Performed(Some(("Deleted", format!("Deleted {what}"))))),
+                Ok(_) => Ok(Done::Performed(Some((
+                    "Deleted",
+                    format!("Deleted {what}"),
+                )))),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::Performed(None)),
                 Err(e) => Err(e),
             };
@@ -388,7 +391,10 @@ async fn perform(ctx: &Context, action: &Action) -> Result<Done, Error> {
                     .unwrap_or_default()
             );
             let r = match ctx.create(body).await {
-                Ok(()) => Ok(Done::Performed(Some(("Created", format!("Created {what}"))))),
+                Ok(()) => Ok(Done::Performed(Some((
+                    "Created",
+                    format!("Created {what}"),
+                )))),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(Done::Performed(None)),
                 Err(e) => Err(e),
             };

@@ -485,3 +485,142 @@ async fn targets_before_the_window_and_past_the_archive_fail_with_their_reasons(
     p.h.emulator().unwrap().clear_faults();
     p.h.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_near_now_target_converges_behind_a_slow_archiver() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    p.uri("orders-db-copy").await;
+    // Every WAL segment now reaches the bucket seconds late.
+    let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
+    clusters
+        .patch(
+            "postgres-orders-db",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                "operator-sims.cozy-backups.io/archive-delay": "4s"}}})),
+        )
+        .await
+        .unwrap();
+    psql(&uri, "INSERT INTO orders VALUES (2, 'cups')");
+    let t = mark(&uri).await;
+    psql(&uri, "INSERT INTO orders VALUES (3, 'later')");
+    // The segment holding the commit after the target is handed to the (slow) archiver, as
+    // archive_timeout would.
+    let admin =
+        p.h.secret_data(TENANT, "postgres-orders-db-superuser")
+            .await
+            .unwrap()["uri"]
+            .replace("/*", "/postgres");
+    psql(&admin, "SELECT pg_switch_wal()");
+    p.restore(
+        "near-now",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    let job = p.terminal("near-now", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db-copy").await, "tea,cups");
+    p.h.cleanup().await.unwrap();
+}
+
+/// Every write of an in-place CNPG restore, in order: the orchestrator is killed -9 right after
+/// each one is stored and before it hears back — `(verb, group, resource, subresource)`.
+const CRASH_POINTS: [(&str, &str, &str, &str); 10] = [
+    ("patch", "backups.cozystack.io", "restorejobs", ""), // the finalizer
+    ("patch", "backups.cozystack.io", "restorejobs", "status"), // startedAt
+    ("create", "postgresql.cnpg.io", "backups", ""),      // the safety backup
+    ("create", "backups.cozystack.io", "backups", ""),    // its catalog entry
+    ("patch", "helm.toolkit.fluxcd.io", "helmreleases", ""), // suspend
+    ("patch", "apps.cozystack.io", "postgreses", ""),     // the restore patch
+    ("delete", "postgresql.cnpg.io", "clusters", ""),     // the purge (the PVCs go with it)
+    ("patch", "backups.cozystack.io", "restorejobs", "status"), // TargetPurged
+    ("patch", "helm.toolkit.fluxcd.io", "helmreleases", ""), // resume
+    ("patch", "backups.cozystack.io", "restorejobs", "status"), // Succeeded
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_after_every_write_of_an_in_place_restore_repeats_nothing() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-base").await;
+    psql(&uri, "INSERT INTO orders VALUES (2, 'cups')");
+    let t = mark(&uri).await;
+    psql(&uri, "INSERT INTO orders VALUES (3, 'later')");
+    p.backup("orders-db-adhoc").await;
+
+    let hold = |(verb, group, resource, sub): (&str, &str, &str, &str)| harness::Hold {
+        verb: Some(verb.into()),
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        subresource: Some(sub.into()),
+        user_agent: Some("restore-orchestrator/".into()),
+    };
+    // Each rule is installed before the orchestrator (re)starts, so the write it names cannot slip by.
+    p.h.emulator().unwrap().hold(hold(CRASH_POINTS[0]));
+    p.restore(
+        "crashy",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    for (i, point) in CRASH_POINTS.into_iter().enumerate() {
+        eventually_within(
+            &format!("the orchestrator's {point:?} held"),
+            DATAPLANE_DEADLINE,
+            || async { (p.h.emulator().unwrap().held() > i as u64).then_some(()) },
+        )
+        .await;
+        p.h.kill("restore-orchestrator").await.unwrap();
+        let emu = p.h.emulator().unwrap();
+        emu.release_holds();
+        if let Some(next) = CRASH_POINTS.get(i + 1) {
+            emu.hold(hold(*next));
+        }
+        p.h.restart("restore-orchestrator", READY).await.unwrap();
+    }
+
+    let job = p.terminal("crashy", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,cups");
+    let audit = p.h.audit();
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db"
+        ),
+        1,
+        "the Cluster is deleted exactly once"
+    );
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "postgresql.cnpg.io", "backups"),
+        1
+    );
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "backups.cozystack.io", "backups"),
+        1
+    );
+    let hr =
+        p.h.dynamic::<api::thirdparty::flux::HelmRelease>(TENANT)
+            .get("postgres-orders-db")
+            .await
+            .unwrap();
+    assert_ne!(
+        hr.data["spec"]["suspend"],
+        json!(true),
+        "the HelmRelease ends resumed"
+    );
+    harness::rbac::assert_allowed(&audit, "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}
