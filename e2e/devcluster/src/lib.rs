@@ -77,6 +77,11 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "backup-runner",
         args: &[],
     },
+    // Runs RestoreJobs (the demo below: examples/restorejob-pitr.yaml), single replica.
+    DaemonEntry {
+        bin: "restore-orchestrator",
+        args: &[],
+    },
     // Rolls cozy-system/cozystack-api (seeded below) when the set of ApplicationDefinitions changes.
     DaemonEntry {
         bin: "apidef-restarter",
@@ -280,6 +285,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         demo_backup(&emulator.client(), e)
             .await
             .context("the demo backup (examples/backupjob.yaml)")?;
+        demo_restore(&emulator.client(), &args.pg_bin_dir, &orders_uri)
+            .await
+            .context("the demo point-in-time restore (examples/restorejob-pitr.yaml)")?;
     }
     if args.check {
         println!("check passed");
@@ -421,18 +429,7 @@ pub async fn demo_backup(
         }
         Err(e) => return Err(e).context("creating the demo BackupJob"),
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    let job = loop {
-        let job = jobs.get(&name).await?;
-        if job.is_terminal() {
-            break job;
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "BackupJob {ns}/{name} did not finish within 180s (see .dev/logs/backup-runner.log)"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let job = wait_terminal(&jobs, &name, "backup-runner").await?;
     let status = job.status.clone().unwrap_or_default();
     let phase = status.phase.clone().unwrap_or_default();
     anyhow::ensure!(
@@ -472,6 +469,143 @@ pub async fn demo_backup(
         println!("    {line}");
     }
     Ok(())
+}
+
+/// The documentation's point-in-time RestoreJob, applied with the recovery time replaced.
+pub const DEMO_RESTOREJOB: &str = "examples/restorejob-pitr.yaml";
+
+/// The seed's PITR scenario: a marker row, a recorded timestamp, a later row, the BackupJob
+/// `orders-db-adhoc`, then [`DEMO_RESTOREJOB`] with that timestamp into `orders-db-copy`; prints
+/// the copy's rows (the marker, not the later row). A restore that exists already is shown as is.
+pub async fn demo_restore(
+    client: &kube::Client,
+    pg_bin_dir: &std::path::Path,
+    orders_uri: &str,
+) -> anyhow::Result<()> {
+    use api::backups::{BackupJob, RestoreJob};
+    use kube::api::PostParams;
+    let path = harness::workspace_root().join(DEMO_RESTOREJOB);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut restore: RestoreJob =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let ns = restore.metadata.namespace.clone().unwrap_or_default();
+    let name = restore.metadata.name.clone().unwrap_or_default();
+    let restores: Api<RestoreJob> = Api::namespaced(client.clone(), &ns);
+    if restores.get_opt(&name).await?.is_none() {
+        let psql = |sql: &'static str| async move {
+            let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
+                .args([orders_uri, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+                .output()
+                .await?;
+            anyhow::ensure!(
+                out.status.success(),
+                "psql: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        };
+        psql("INSERT INTO orders (customer, amount) VALUES ('marker', 1.00)").await?;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let at = psql(
+            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        psql("INSERT INTO orders (customer, amount) VALUES ('after-marker', 2.00)").await?;
+        println!("Demo: marker row written, recovery time {at}, one more row written");
+        let backup = restore.spec.backup_ref.name.clone();
+        let job: BackupJob = serde_json::from_value(serde_json::json!({
+            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
+            "metadata": {"name": backup, "namespace": ns},
+            "spec": {"backupClassName": "cozy-default", "applicationRef": {
+                "apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": "orders-db"}}}))?;
+        let jobs: Api<BackupJob> = Api::namespaced(client.clone(), &ns);
+        match jobs.create(&PostParams::default(), &job).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).context("creating BackupJob orders-db-adhoc"),
+        }
+        let job = wait_terminal(&jobs, &backup, "backup-runner").await?;
+        let phase = job.status.and_then(|s| s.phase).unwrap_or_default();
+        anyhow::ensure!(phase == "Succeeded", "BackupJob {ns}/{backup} ended {phase}");
+        println!("  BackupJob {ns}/{backup}: {phase}");
+        restore.spec.options = Some(serde_json::json!({"recoveryTime": at}));
+        restores
+            .create(&PostParams::default(), &restore)
+            .await
+            .context("creating the demo RestoreJob")?;
+        println!("Demo: created RestoreJob {ns}/{name} from {DEMO_RESTOREJOB} (recoveryTime {at})");
+    }
+    let done = wait_terminal(&restores, &name, "restore-orchestrator").await?;
+    let status = done.status.clone().unwrap_or_default();
+    let phase = status.phase.clone().unwrap_or_default();
+    anyhow::ensure!(
+        phase == api::contract::phases::SUCCEEDED,
+        "RestoreJob {ns}/{name} ended {phase}: {}",
+        status.message.unwrap_or_default()
+    );
+    println!("  RestoreJob {ns}/{name}: {phase}");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let copy_uri = secrets
+        .get("postgres-orders-db-copy-app")
+        .await?
+        .data
+        .and_then(|d| d.get("uri").map(|u| String::from_utf8_lossy(&u.0).into_owned()))
+        .context("postgres-orders-db-copy-app has no uri")?;
+    let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
+        .args([
+            copy_uri.as_str(),
+            "-X",
+            "-A",
+            "-t",
+            "-c",
+            "SELECT string_agg(customer, ',' ORDER BY id) FROM orders",
+        ])
+        .output()
+        .await?;
+    println!(
+        "  orders-db-copy rows: {}",
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    Ok(())
+}
+
+/// Waits up to 180 s for a BackupJob or RestoreJob to reach a terminal phase.
+async fn wait_terminal<K>(api: &Api<K>, name: &str, daemon: &str) -> anyhow::Result<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + HasPhase,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let obj = api.get(name).await?;
+        if obj.terminal() {
+            return Ok(obj);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{} {name} did not finish within 180s (see .dev/logs/{daemon}.log)",
+            K::kind(&())
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A job with a terminal phase.
+trait HasPhase {
+    fn terminal(&self) -> bool;
+}
+
+impl HasPhase for api::backups::BackupJob {
+    fn terminal(&self) -> bool {
+        self.is_terminal()
+    }
+}
+
+impl HasPhase for api::backups::RestoreJob {
+    fn terminal(&self) -> bool {
+        self.is_terminal()
+    }
 }
 
 /// `barman-cloud-backup-list` of `destination`/`server` with the platform bucket's keys.

@@ -1,6 +1,6 @@
 //! The dev control plane command works end to end: `devcluster --check` starts the emulator with
 //! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, runs the demo
-//! backup to `Succeeded`, and exits 0.
+//! backup and the demo point-in-time restore to `Succeeded`, and exits 0.
 
 use std::process::Command;
 
@@ -34,6 +34,15 @@ fn check_mode_starts_everything_and_prints_next_steps() {
     );
     assert!(
         stdout.contains("barman-cloud-backup-list of the bucket:"),
+        "{stdout}"
+    );
+    // The point-in-time restore of the documentation: the copy holds the marker, not the later row.
+    assert!(
+        stdout.contains("RestoreJob tenant-acme/orders-db-pitr: Succeeded"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("orders-db-copy rows: alice,bob,carol,marker\n"),
         "{stdout}"
     );
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
