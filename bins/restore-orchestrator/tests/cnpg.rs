@@ -385,6 +385,26 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
     let job = p.terminal("undo", DATAPLANE_DEADLINE).await;
     assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
     assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between");
+
+    // The restored Cluster is backed up again and restored to a point after that backup: its new
+    // timeline archives under a server name of its own (whose window opens with that backup), so
+    // the restore finds it.
+    p.backup("after-undo-base").await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "INSERT INTO orders VALUES (6, 'again')");
+    let t2 = mark(&uri).await;
+    psql(&uri, "INSERT INTO orders VALUES (7, 'gone')");
+    p.backup("after-undo").await;
+    p.restore(
+        "in-place-3",
+        "after-undo",
+        None,
+        json!({"recoveryTime": t2}),
+    )
+    .await;
+    let job = p.terminal("in-place-3", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between,again");
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     let _ = &p.dp;
     p.h.cleanup().await.unwrap();

@@ -495,7 +495,16 @@ pub async fn demo_restore(
     if restores.get_opt(&name).await?.is_none() {
         let psql = |sql: &'static str| async move {
             let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
-                .args([orders_uri, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+                .args([
+                    orders_uri,
+                    "-X",
+                    "-A",
+                    "-t",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    sql,
+                ])
                 .output()
                 .await?;
             anyhow::ensure!(
@@ -507,10 +516,8 @@ pub async fn demo_restore(
         };
         psql("INSERT INTO orders (customer, amount) VALUES ('marker', 1.00)").await?;
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        let at = psql(
-            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
-        )
-        .await?;
+        let at = psql("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
+            .await?;
         tokio::time::sleep(Duration::from_millis(1100)).await;
         psql("INSERT INTO orders (customer, amount) VALUES ('after-marker', 2.00)").await?;
         println!("Demo: marker row written, recovery time {at}, one more row written");
@@ -528,7 +535,10 @@ pub async fn demo_restore(
         }
         let job = wait_terminal(&jobs, &backup, "backup-runner").await?;
         let phase = job.status.and_then(|s| s.phase).unwrap_or_default();
-        anyhow::ensure!(phase == "Succeeded", "BackupJob {ns}/{backup} ended {phase}");
+        anyhow::ensure!(
+            phase == "Succeeded",
+            "BackupJob {ns}/{backup} ended {phase}"
+        );
         println!("  BackupJob {ns}/{backup}: {phase}");
         restore.spec.options = Some(serde_json::json!({"recoveryTime": at}));
         restores
@@ -551,7 +561,10 @@ pub async fn demo_restore(
         .get("postgres-orders-db-copy-app")
         .await?
         .data
-        .and_then(|d| d.get("uri").map(|u| String::from_utf8_lossy(&u.0).into_owned()))
+        .and_then(|d| {
+            d.get("uri")
+                .map(|u| String::from_utf8_lossy(&u.0).into_owned())
+        })
         .context("postgres-orders-db-copy-app has no uri")?;
     let out = tokio::process::Command::new(pg_bin_dir.join("psql"))
         .args([
@@ -574,7 +587,11 @@ pub async fn demo_restore(
 /// Waits up to 180 s for a BackupJob or RestoreJob to reach a terminal phase.
 async fn wait_terminal<K>(api: &Api<K>, name: &str, daemon: &str) -> anyhow::Result<K>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + HasPhase,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + HasPhase,
 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
     loop {

@@ -83,6 +83,25 @@ pub fn live_server_name(cluster: &Json) -> Option<String> {
     }
 }
 
+/// The serverName a Cluster archives under: the live plugin's (a Cluster keeps its name once it
+/// archives); else, for a Cluster bootstrapped by recovery, the template's name suffixed with the
+/// first 8 characters of the Cluster's uid; else the template's name. A recovered Cluster runs on
+/// a new timeline: archiving it under the name its source (or an earlier incarnation of itself)
+/// archived under would put two histories in one archive, and PostgreSQL numbers the timelines of
+/// two restores to the same point alike, so a later restore of that server could follow the wrong
+/// one or never reach its target.
+pub fn archive_server_name(cluster: &Json, template_server: &str) -> String {
+    if let Some(live) = live_server_name(cluster) {
+        return live;
+    }
+    let uid = cluster["metadata"]["uid"].as_str().unwrap_or_default();
+    if cluster["spec"]["bootstrap"]["recovery"].is_object() && !uid.is_empty() {
+        let short: String = uid.chars().filter(|c| *c != '-').take(8).collect();
+        return format!("{template_server}-{short}");
+    }
+    template_server.to_owned()
+}
+
 /// The barman configuration of the ObjectStore from the rendered template.
 fn barman_configuration(store: &Json) -> Json {
     let s = |k: &str| store[k].as_str().unwrap_or_default().to_owned();
@@ -347,6 +366,20 @@ mod tests {
             validate_app_ref(&r),
             Err("CNPG strategy supports applicationRef.apiGroup=\"apps.cozystack.io\", got \"other.example.com\"".into())
         );
+    }
+
+    #[test]
+    fn a_recovered_cluster_archives_under_a_name_of_its_own() {
+        let recovered = json!({"metadata": {"name": "postgres-db", "uid": "0a1b2c3d-4e5f-6789"},
+            "spec": {"bootstrap": {"recovery": {"source": "old"}}}});
+        assert_eq!(archive_server_name(&recovered, "t-db"), "t-db-0a1b2c3d");
+        let fresh =
+            json!({"metadata": {"name": "postgres-db", "uid": "0a1b2c3d-4e5f"}, "spec": {}});
+        assert_eq!(archive_server_name(&fresh, "t-db"), "t-db");
+        let mut archiving = recovered.clone();
+        archiving["spec"]["plugins"] =
+            json!([{"name": PLUGIN_NAME, "parameters": {"serverName": "kept"}}]);
+        assert_eq!(archive_server_name(&archiving, "t-db"), "kept");
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .unwrap_or_else(|| cluster_name.clone());
-    let server_name = d::live_server_name(cluster).unwrap_or(template_server);
+    let server_name = d::archive_server_name(cluster, &template_server);
     let uid = cluster["metadata"]["uid"].as_str().unwrap_or_default();
     let store = d::object_store(&ns, &cluster_name, uid, &rendered);
     if !o

@@ -634,22 +634,13 @@ fn safety_failed(status: &RestoreJobStatus, message: &str, now: &Time) -> Step {
     )
 }
 
-/// The server name a Cluster that does not archive yet archives under for the safety backup of
-/// `job`: a name of its own. Such a Cluster was recreated by an earlier restore, on a new timeline;
-/// archiving it under its source's server name would mix two histories in one archive (PostgreSQL
-/// numbers the timelines of two restores to the same point alike), and a later restore of that
-/// server could replay the wrong one.
-pub fn safety_server_name(cluster: &str, job: &str) -> String {
-    format!("{cluster}-{job}")
-}
-
 /// The step that attaches WAL archiving to the live Cluster before its safety backup, as the
 /// backup path does: its ObjectStore (named after the Cluster, from the strategy rendered against
-/// the target) and the barman-cloud plugin entry under [`safety_server_name`]; `None` once the
-/// Cluster archives.
+/// the target) and the barman-cloud plugin entry under the server name a backup would choose
+/// (`archive_server_name`: a recovered Cluster gets a name of its own); `None` once the Cluster
+/// archives.
 fn attach_archiving(
     t: &Target,
-    job: &str,
     live: &Json,
     object_store: Option<&Json>,
     rendered: &Json,
@@ -674,7 +665,11 @@ fn attach_archiving(
             on_error,
         });
     }
-    let server = safety_server_name(&t.cluster, job);
+    let template_server = rendered["serverName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(&t.cluster);
+    let server = driver::archive_server_name(live, template_server);
     let mut plugins = live["spec"]["plugins"]
         .as_array()
         .cloned()
@@ -1008,7 +1003,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
             // backup attached the plugin again) gets the plugin the way a backup attaches it.
             if o.safety_cnpg_backup.is_none()
                 && !late
-                && let Some(step) = attach_archiving(&t, &job_name, live, o.object_store, &rendered)
+                && let Some(step) = attach_archiving(&t, live, o.object_store, &rendered)
             {
                 return step;
             }
