@@ -1,5 +1,7 @@
 //! Command line: the shared runtime groups and the orchestrator's own settings.
 
+use std::time::Duration;
+
 use clap::Parser;
 use runtime::{AdminArgs, ClientArgs, LeaseArgs, LogArgs};
 use serde::Serialize;
@@ -36,6 +38,12 @@ pub struct OrchestratorArgs {
     /// How many RestoreJobs are reconciled at once.
     #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
+    /// How long the safety backup of a successful in-place PostgreSQL restore (catalog Backup
+    /// `<job>-safety`) is kept after the restore ended; the safety backup of a failed restore is
+    /// kept until someone deletes it.
+    #[arg(long, env = "SAFETY_BACKUP_RETENTION", default_value = "168h", value_parser = runtime::duration::parse)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub safety_backup_retention: Duration,
 }
 
 #[cfg(test)]
@@ -49,6 +57,18 @@ mod tests {
         let a = Args::parse_from(["restore-orchestrator"]);
         assert!(a.orchestrator.require_projection);
         assert_eq!(a.orchestrator.concurrency, 16);
+        assert_eq!(
+            a.orchestrator.safety_backup_retention,
+            Duration::from_secs(7 * 24 * 3600)
+        );
+        assert!(
+            Args::try_parse_from([
+                "restore-orchestrator",
+                "--safety-backup-retention",
+                "a week"
+            ])
+            .is_err()
+        );
         let a = Args::parse_from([
             "restore-orchestrator",
             "--require-credentials-projection=false",

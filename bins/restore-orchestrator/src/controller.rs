@@ -74,10 +74,21 @@ fn holds_finalizer(job: &RestoreJob) -> bool {
 }
 
 async fn reconcile_job(job: Arc<RestoreJob>, ctx: &Context) -> Result<Requeue, Error> {
-    // A finished job that keeps its finalizer needs nothing until it is deleted.
+    // A finished job that keeps its finalizer needs nothing until it is deleted, but for the expiry
+    // of its safety backup.
     if job.is_terminal() && job.metadata.deletion_timestamp.is_none() && holds_finalizer(&job) {
         ctx.leases.release(job.as_ref());
-        return Ok(Requeue::await_change());
+        let now = k8s_openapi::jiff::Timestamp::now();
+        return match safety_expiry(&job, ctx.args.safety_backup_retention) {
+            Some(at) if at > now => Ok(Requeue::requeue(
+                Duration::try_from(at.duration_since(now)).unwrap_or_default(),
+            )),
+            Some(_) => {
+                expire_safety_backup(ctx, &job).await?;
+                Ok(Requeue::await_change())
+            }
+            None => Ok(Requeue::await_change()),
+        };
     }
     let Some(held) = ctx.leases.hold(job.as_ref()).await? else {
         return Ok(Requeue::requeue(LEASE_BUSY_RETRY));
@@ -521,6 +532,71 @@ async fn fence(ctx: &Context, job: RestoreJob, token: u64) -> Result<RestoreJob,
     .await
 }
 
+/// When the safety backup of a finished job expires: `completedAt` + `retention` for a job that
+/// `Succeeded` with `SafetyBackupReady=True`; `None` otherwise (no safety backup, or the restore
+/// failed and the safety backup is what undoes it).
+pub fn safety_expiry(
+    job: &RestoreJob,
+    retention: Duration,
+) -> Option<k8s_openapi::jiff::Timestamp> {
+    let status = job.status.as_ref()?;
+    if status.phase.as_deref() != Some(phases::SUCCEEDED) {
+        return None;
+    }
+    let ready = api::meta::find_condition(
+        &status.conditions,
+        api::contract::condition_types::SAFETY_BACKUP_READY,
+    )?;
+    if !ready.is_true() {
+        return None;
+    }
+    let end = status.completed_at.as_ref()?;
+    let retention = k8s_openapi::jiff::SignedDuration::try_from(retention).ok()?;
+    end.0.checked_add(retention).ok()
+}
+
+/// Deletes the expired safety backup's catalog entry (the backup-runner's catalog finalizer then
+/// removes the cnpg Backup), when it is still the one this job recorded.
+async fn expire_safety_backup(ctx: &Context, job: &RestoreJob) -> Result<(), Error> {
+    use api::contract::labels;
+    let ns = job.namespace().unwrap_or_default();
+    let name = restore::cnpg::safety_backup_name(&job.name_any());
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(backup) = api.get_opt(&name).await.map_err(crate::context::api_err(
+        "get",
+        format!("Backup {ns}/{name}"),
+    ))?
+    else {
+        return Ok(());
+    };
+    let ours = backup.labels().get(labels::SAFETY_BACKUP_FOR) == Some(&job.name_any())
+        && backup.metadata.deletion_timestamp.is_none();
+    if !ours {
+        return Ok(());
+    }
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {
+            ctx.event(
+                job,
+                EventType::Normal,
+                "SafetyBackupExpired",
+                &format!(
+                    "deleted the safety backup Backup {ns}/{name}: the restore succeeded more than {} ago",
+                    drivers::status::go_duration(ctx.args.safety_backup_retention)
+                ),
+            )
+            .await;
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::Api {
+            action: "delete",
+            object: format!("Backup {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
 /// The non-terminal RestoreJobs of `namespace` (an event there may concern any of them).
 pub fn active_in(
     store: &kube::runtime::reflector::Store<RestoreJob>,
@@ -535,4 +611,54 @@ pub fn active_in(
         })
         .map(|j| JobRef::from_obj(j.as_ref()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::backups::RestoreJobStatus;
+    use api::{Condition, ConditionStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn finished(phase: &str, safety: Option<ConditionStatus>) -> RestoreJob {
+        let mut job = RestoreJob::test("rj", "bk").namespace("t").build();
+        let at = |s: &str| Time(s.parse().unwrap());
+        job.status = Some(RestoreJobStatus {
+            phase: Some(phase.into()),
+            completed_at: Some(at("2026-03-01T10:00:00Z")),
+            conditions: safety
+                .into_iter()
+                .map(|status| Condition {
+                    type_: "SafetyBackupReady".into(),
+                    status,
+                    reason: "SafetyBackupCompleted".into(),
+                    message: String::new(),
+                    last_transition_time: at("2026-03-01T09:00:00Z"),
+                    observed_generation: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        job
+    }
+
+    #[test]
+    fn only_the_safety_backup_of_a_successful_restore_expires() {
+        let week = Duration::from_secs(7 * 24 * 3600);
+        assert_eq!(
+            safety_expiry(&finished("Succeeded", Some(ConditionStatus::True)), week)
+                .map(|t| t.to_string()),
+            Some("2026-03-08T10:00:00Z".into())
+        );
+        assert_eq!(
+            safety_expiry(&finished("Failed", Some(ConditionStatus::True)), week),
+            None,
+            "a failed restore keeps the backup that undoes it"
+        );
+        assert_eq!(safety_expiry(&finished("Succeeded", None), week), None);
+        assert_eq!(
+            safety_expiry(&finished("Succeeded", Some(ConditionStatus::False)), week),
+            None
+        );
+    }
 }

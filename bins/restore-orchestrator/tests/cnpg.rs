@@ -641,6 +641,30 @@ async fn kill_9_after_every_write_of_an_in_place_restore_repeats_nothing() {
         json!(true),
         "the HelmRelease ends resumed"
     );
-    harness::rbac::assert_allowed(&audit, "restore-orchestrator");
+
+    // The safety backup of a successful restore is kept for the retention, then deleted.
+    let catalog: Api<Backup> = Api::namespaced(p.h.client(), TENANT);
+    assert!(catalog.get_opt("crashy-safety").await.unwrap().is_some());
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.spawn_ready(
+        DaemonSpec::new("restore-orchestrator-short", bin("restore-orchestrator"))
+            .args(["--safety-backup-retention=1s"]),
+        READY,
+    )
+    .await
+    .unwrap();
+    eventually_within("the expired safety backup deleted", READY, || {
+        let catalog = catalog.clone();
+        async move {
+            catalog
+                .get_opt("crashy-safety")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
