@@ -109,6 +109,35 @@ pub fn assert_allowed(audit: &Audit, component: &str) {
     );
 }
 
+/// The YAML documents of `deploy/<component>/<file>`.
+pub fn manifests(component: &str, file: &str) -> Vec<Value> {
+    let path = crate::workspace_root()
+        .join("deploy")
+        .join(component)
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            serde::Deserialize::deserialize(d)
+                .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// The env var names of the first container of `deploy/<component>/deployment.yaml`.
+pub fn deployment_env(component: &str) -> std::collections::BTreeSet<String> {
+    let deployment = &manifests(component, "deployment.yaml")[0];
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_sequence()
+        .map(|env| {
+            env.iter()
+                .filter_map(|e| e["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
