@@ -1,0 +1,218 @@
+//! The real data plane for the restore-orchestrator's end-to-end tests and benchmark: the
+//! emulator, the simulated operators over real PostgreSQL, barman-cloud and S3, and the real
+//! strategy-renderer, credentials-projector, backup-runner and restore-orchestrator binaries; the
+//! tenant's Postgres `orders-db`; and the waits and readings the tests share.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use api::backups::RestoreJob;
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply, psql};
+use harness::{Audit, DaemonSpec, Harness, eventually_within};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+pub const TENANT: &str = "tenant-acme";
+pub const READY: Duration = Duration::from_secs(60);
+
+pub fn bin(name: &str) -> std::path::PathBuf {
+    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub struct Platform {
+    /// The emulator and the daemons.
+    pub h: Harness,
+    /// The data plane.
+    pub dp: DataPlane,
+}
+
+impl Platform {
+    /// Data plane, renderer, projector, runner and orchestrator; Postgres `orders-db` healthy.
+    pub async fn start() -> Platform {
+        let mut h = Harness::start().await.unwrap();
+        h.create_namespaces(&[
+            "tenant-root",
+            "cozy-velero",
+            "cozy-backup-controller",
+            TENANT,
+        ])
+        .await
+        .unwrap();
+        let dp = h
+            .spawn_dataplane("s3,cosi,cnpg,flux", &["--cosi-delay-ms=10"])
+            .await
+            .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
+                .args([format!("--endpoint={}", dp.http)]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+                "--source-namespace=tenant-root".to_owned(),
+                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+                format!("--endpoint={}", dp.http),
+                "--region=us-east-1".to_owned(),
+                "--force-path-style=true".to_owned(),
+                "--system-namespaces=cozy-velero".to_owned(),
+            ]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("backup-runner", bin("backup-runner")),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator")),
+            READY,
+        )
+        .await
+        .unwrap();
+        let p = Platform { h, dp };
+        p.app("orders-db").await;
+        p
+    }
+
+    pub async fn app(&self, name: &str) {
+        apply(
+            &self.h.dynamic::<api::thirdparty::apps::Postgres>(TENANT),
+            json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
+                   "metadata": {"name": name, "namespace": TENANT},
+                   "spec": {"size": "1Gi", "replicas": 1}}),
+        )
+        .await;
+    }
+
+    pub async fn uri(&self, app: &str) -> String {
+        self.h
+            .healthy_cluster_uri(TENANT, &format!("postgres-{app}"))
+            .await
+    }
+
+    /// Rows of `orders` in `app`, by id.
+    pub async fn rows(&self, app: &str) -> String {
+        psql(
+            &self.uri(app).await,
+            "SELECT string_agg(item, ',' ORDER BY id) FROM orders",
+        )
+    }
+
+    /// Runs a BackupJob of `orders-db` to `Succeeded`.
+    pub async fn backup(&self, name: &str) {
+        let job = api::backups::BackupJob::test(name)
+            .for_app("Postgres", "orders-db")
+            .class("cozy-default")
+            .build();
+        self.h.create(TENANT, &job).await;
+        let jobs: Api<api::backups::BackupJob> = Api::namespaced(self.h.client(), TENANT);
+        let done = eventually_within(
+            &format!("BackupJob {name} done"),
+            DATAPLANE_DEADLINE,
+            || {
+                let jobs = jobs.clone();
+                async move {
+                    let j = jobs.get(name).await.ok()?;
+                    j.status.as_ref()?.completed_at.as_ref()?;
+                    Some(j)
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            done.status.unwrap().phase.as_deref(),
+            Some("Succeeded"),
+            "backup {name}"
+        );
+    }
+
+    pub fn restores(&self) -> Api<RestoreJob> {
+        Api::namespaced(self.h.client(), TENANT)
+    }
+
+    /// Creates RestoreJob `name` from Backup `backup` (into `target`, in place when `None`).
+    pub async fn restore(
+        &self,
+        name: &str,
+        backup: &str,
+        target: Option<&str>,
+        options: serde_json::Value,
+    ) {
+        let mut spec = json!({"backupRef": {"name": backup}, "options": options});
+        if let Some(t) = target {
+            spec["targetApplicationRef"] =
+                json!({"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": t});
+        }
+        let job: RestoreJob = serde_json::from_value(json!({
+            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
+            "metadata": {"name": name, "namespace": TENANT}, "spec": spec}))
+        .unwrap();
+        self.restores()
+            .create(&PostParams::default(), &job)
+            .await
+            .unwrap();
+    }
+
+    /// Waits for a terminal phase.
+    pub async fn terminal(&self, name: &str, within: Duration) -> RestoreJob {
+        let api = self.restores();
+        eventually_within(&format!("RestoreJob {name} finished"), within, || {
+            let api = api.clone();
+            async move {
+                let j = api.get(name).await.ok()?;
+                j.is_terminal().then_some(j)
+            }
+        })
+        .await
+    }
+}
+
+pub fn condition(job: &RestoreJob, type_: &str) -> (String, String, String) {
+    let c = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .unwrap_or_else(|| panic!("no {type_} on {:?}", job.status));
+    (
+        format!("{:?}", c.status),
+        c.reason.clone(),
+        c.message.clone(),
+    )
+}
+
+pub fn phase(job: &RestoreJob) -> String {
+    job.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+/// A timestamp strictly between the writes before and after it (PostgreSQL's clock, RFC 3339).
+pub async fn mark(uri: &str) -> String {
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let t = psql(
+        uri,
+        "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t
+}
+
+/// The deletes of `name` by the orchestrator.
+pub fn deletes(audit: &Audit, group: &str, resource: &str, name: &str) -> usize {
+    let all: Vec<_> = audit
+        .writes(Some("delete"), resource, Some(TENANT), Some(name))
+        .filter(|r| r.group == group)
+        .collect();
+    let ours = all
+        .iter()
+        .filter(|r| r.user_agent.starts_with("restore-orchestrator/"))
+        .count();
+    assert_eq!(ours, all.len(), "deletes of {name} by others: {all:?}");
+    ours
+}
