@@ -466,3 +466,103 @@ async fn kill_9_after_every_write_of_an_in_place_restore_repeats_nothing() {
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
+    let mut p = Platform::start_with(async |h: &mut harness::Harness| {
+        let grpc = h
+            .spawn_lease_server(
+                DaemonSpec::new("lease-server", bin("lease-server")).args([
+                    "--namespace",
+                    "default",
+                    "--max-ttl",
+                    "3s",
+                ]),
+                READY,
+            )
+            .await
+            .unwrap();
+        ["orchestrator-0", "orchestrator-1"]
+            .map(|who| {
+                DaemonSpec::new(who, bin("restore-orchestrator")).args([
+                    "--lease-endpoint",
+                    &grpc,
+                    "--identity",
+                    who,
+                    "--lease-ttl",
+                    "3s",
+                ])
+            })
+            .to_vec()
+    })
+    .await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-base").await;
+    psql(&uri, "INSERT INTO orders VALUES (2, 'cups')");
+    let t = mark(&uri).await;
+    psql(&uri, "INSERT INTO orders VALUES (3, 'later')");
+    p.backup("orders-db-adhoc").await;
+
+    // The replica driving the restore is stopped right after it suspended the HelmRelease.
+    p.h.emulator().unwrap().hold(harness::Hold {
+        verb: Some("patch".into()),
+        group: Some("helm.toolkit.fluxcd.io".into()),
+        resource: Some("helmreleases".into()),
+        subresource: Some(String::new()),
+        user_agent: Some("restore-orchestrator/".into()),
+    });
+    p.restore(
+        "failover",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    eventually_within("the suspend held", DATAPLANE_DEADLINE, || async {
+        (p.h.emulator().unwrap().held() > 0).then_some(())
+    })
+    .await;
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        p.h.client(),
+        TENANT,
+        &kube::core::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
+    );
+    let by = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                (e.data["reason"] == reason && e.data["regarding"]["name"] == "failover")
+                    .then(|| e.data["reportingInstance"].as_str().map(str::to_owned))
+                    .flatten()
+            })
+        }
+    };
+    let driver = eventually_within("RestoreStarted", READY, || by("RestoreStarted")).await;
+    p.h.kill(&driver).await.unwrap();
+    p.h.emulator().unwrap().release_holds();
+
+    let job = p.terminal("failover", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,cups");
+    let audit = p.h.audit();
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db"
+        ),
+        1
+    );
+    let finisher = eventually_within("RestoreSucceeded", READY, || by("RestoreSucceeded")).await;
+    assert_ne!(finisher, driver, "the other replica took over");
+    let token: u64 = job.annotations()["backups.cozystack.io/restore-orchestrator-lease-token"]
+        .parse()
+        .unwrap();
+    assert!(token > 0);
+    harness::rbac::assert_allowed(&audit, "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}

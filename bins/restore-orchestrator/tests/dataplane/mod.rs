@@ -29,6 +29,20 @@ pub struct Platform {
 impl Platform {
     /// Data plane, renderer, projector, runner and orchestrator; Postgres `orders-db` healthy.
     pub async fn start() -> Platform {
+        Self::start_with(async |_: &mut Harness| {
+            vec![DaemonSpec::new(
+                "restore-orchestrator",
+                bin("restore-orchestrator"),
+            )]
+        })
+        .await
+    }
+
+    /// The platform with the orchestrator replicas `orchestrators` returns (it may start the
+    /// lease-server first).
+    pub async fn start_with(
+        orchestrators: impl AsyncFnOnce(&mut Harness) -> Vec<DaemonSpec>,
+    ) -> Platform {
         let mut h = Harness::start().await.unwrap();
         h.create_namespaces(&[
             "tenant-root",
@@ -68,12 +82,9 @@ impl Platform {
         )
         .await
         .unwrap();
-        h.spawn_ready(
-            DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator")),
-            READY,
-        )
-        .await
-        .unwrap();
+        for spec in orchestrators(&mut h).await {
+            h.spawn_ready(spec, READY).await.unwrap();
+        }
         let p = Platform { h, dp };
         p.app("orders-db").await;
         p
