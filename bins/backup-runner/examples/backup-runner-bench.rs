@@ -44,19 +44,6 @@ struct Figures {
     failures: Vec<(String, String)>,
 }
 
-fn rss(pid: Option<u32>) -> String {
-    let Some(pid) = pid else { return "?".into() };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .map(|l| l[name.len()..].trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    format!("VmRSS {} (peak VmHWM {})", field("VmRSS:"), field("VmHWM:"))
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -146,7 +133,7 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
     let mut rss_of = Vec::new();
     let mut failures = Vec::new();
     for (name, admin) in &p.runners {
-        rss_of.push((name.clone(), rss(h.daemon(name)?.pid())));
+        rss_of.push((name.clone(), harness::rss(h.daemon(name)?.pid())));
         let m = admin.metrics();
         let by_kind: Vec<String> = m
             .samples()

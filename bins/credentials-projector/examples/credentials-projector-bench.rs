@@ -48,18 +48,6 @@ fn source(ak: &str) -> Secret {
     }
 }
 
-fn rss(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .map(|l| l[name.len()..].trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    format!("VmRSS {} (peak VmHWM {})", field("VmRSS:"), field("VmHWM:"))
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -147,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "start: ready (first round over {TENANTS} copies done) after {:.2?}; {}",
         started.elapsed(),
-        rss(pid)
+        harness::rss(Some(pid))
     );
 
     // Rotation: watch every copy, change the source, wait until all carry the new key.
@@ -188,7 +176,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "rotation: source change -> last of {want} copies updated in {:.2?}; {}",
         t0.elapsed(),
-        rss(pid)
+        harness::rss(Some(pid))
     );
 
     // 500 jobs: create back to back, observe CredentialsProjected=True through a watch.
@@ -244,7 +232,7 @@ async fn main() -> anyhow::Result<()> {
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
         latencies[latencies.len() - 1],
-        rss(pid)
+        harness::rss(Some(pid))
     );
     h.kill("credentials-projector").await?;
     Ok(())

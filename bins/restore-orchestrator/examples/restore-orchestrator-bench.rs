@@ -31,19 +31,6 @@ use serde_json::json;
 const ROUNDS: usize = 3;
 const ROWS: usize = 5_000;
 
-fn rss(pid: Option<u32>) -> String {
-    let Some(pid) = pid else { return "?".into() };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .map(|l| l[name.len()..].trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    format!("VmRSS {} (peak VmHWM {})", field("VmRSS:"), field("VmHWM:"))
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -248,7 +235,7 @@ async fn main() -> anyhow::Result<()> {
         median(before_purge).as_secs_f64(),
         median(after_healthy).as_secs_f64()
     );
-    println!("  restore-orchestrator {}", rss(pid));
+    println!("  restore-orchestrator {}", harness::rss(pid));
     p.h.cleanup().await?;
     Ok(())
 }

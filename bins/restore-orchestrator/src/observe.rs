@@ -37,6 +37,26 @@ fn metadata<'a>(backup: &'a Backup, key: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
+/// The object of `resource` named by the Backup's driverMetadata `name_key`, in the namespace
+/// named by `namespace_key` (else `namespace`); `None` when the name is not recorded or the object
+/// does not exist.
+async fn recorded(
+    ctx: &Context,
+    backup: &Backup,
+    resource: &ApiResource,
+    name_key: &str,
+    namespace_key: Option<&str>,
+    namespace: &str,
+) -> Result<Option<Json>, Error> {
+    let namespace = namespace_key
+        .and_then(|k| metadata(backup, k))
+        .unwrap_or(namespace);
+    match metadata(backup, name_key) {
+        Some(name) => ctx.get(resource, Some(namespace), name).await,
+        None => Ok(None),
+    }
+}
+
 fn label(key: &str, value: &str) -> Vec<(String, String)> {
     vec![(key.to_owned(), value.to_owned())]
 }
@@ -128,10 +148,8 @@ impl CnpgView {
             helm_release: ctx
                 .get(&erase::<t::flux::HelmRelease>(), Some(ns), &target.cluster)
                 .await?,
-            source_cnpg_backup: match metadata(backup, keys::BACKUP_NAME) {
-                Some(name) => ctx.get(&cnpg_backups, Some(ns), name).await?,
-                None => None,
-            },
+            source_cnpg_backup: recorded(ctx, backup, &cnpg_backups, keys::BACKUP_NAME, None, ns)
+                .await?,
             object_store: ctx
                 .get(
                     &erase::<t::barman::ObjectStore>(),
@@ -239,14 +257,15 @@ async fn mariadb(
     use drivers::mariadb::keys;
     let ns = backup.metadata.namespace.clone().unwrap_or_default();
     let (app, _, _) = restore::mariadb::target(job, backup);
-    let source_ns = metadata(backup, keys::BACKUP_NAMESPACE).unwrap_or(&ns);
-    let source = match metadata(backup, keys::BACKUP_NAME) {
-        Some(name) => {
-            ctx.get(&erase::<t::mariadb::Backup>(), Some(source_ns), name)
-                .await?
-        }
-        None => None,
-    };
+    let source = recorded(
+        ctx,
+        backup,
+        &erase::<t::mariadb::Backup>(),
+        keys::BACKUP_NAME,
+        Some(keys::BACKUP_NAMESPACE),
+        &ns,
+    )
+    .await?;
     let server = ctx
         .get(
             &erase::<t::mariadb::MariaDB>(),
@@ -274,18 +293,15 @@ async fn mongodb(
     use drivers::mongodb::{CLUSTER_PREFIX, keys};
     let ns = backup.metadata.namespace.clone().unwrap_or_default();
     let app = restore::job::target_app_name(job, backup);
-    let source_ns = metadata(backup, keys::BACKUP_NAMESPACE).unwrap_or(&ns);
-    let source = match metadata(backup, keys::BACKUP_NAME) {
-        Some(name) => {
-            ctx.get(
-                &erase::<t::percona::PerconaServerMongoDBBackup>(),
-                Some(source_ns),
-                name,
-            )
-            .await?
-        }
-        None => None,
-    };
+    let source = recorded(
+        ctx,
+        backup,
+        &erase::<t::percona::PerconaServerMongoDBBackup>(),
+        keys::BACKUP_NAME,
+        Some(keys::BACKUP_NAMESPACE),
+        &ns,
+    )
+    .await?;
     let cluster = ctx
         .get(
             &erase::<t::percona::PerconaServerMongoDB>(),
@@ -363,13 +379,15 @@ async fn velero(
             .get(&resource("v1", "Namespace"), None, &target.namespace)
             .await?
             .is_some();
-    let velero_backup = match metadata(backup, keys::BACKUP_NAME) {
-        Some(name) => {
-            ctx.get(&erase::<t::velero::Backup>(), Some(NAMESPACE), name)
-                .await?
-        }
-        None => None,
-    };
+    let velero_backup = recorded(
+        ctx,
+        backup,
+        &erase::<t::velero::Backup>(),
+        keys::BACKUP_NAME,
+        None,
+        NAMESPACE,
+    )
+    .await?;
     let restores = owned(ctx, &erase::<t::velero::Restore>(), NAMESPACE, job).await?;
     let config_map = ctx
         .get(

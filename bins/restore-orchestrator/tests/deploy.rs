@@ -30,52 +30,12 @@ fn deployment_env_is_what_the_binary_reads() {
 
 #[test]
 fn rbac_is_least_privilege() {
-    let path = harness::workspace_root().join("deploy/restore-orchestrator/rbac.yaml");
-    let rules = harness::rbac::cluster_role_rules(&path);
-    let has = |list: &[String], x: &str| list.iter().any(|v| v == x);
-    for rule in &rules {
-        assert!(
-            !has(&rule.groups, "*") && !has(&rule.verbs, "*"),
-            "wildcard in {rule:?}"
-        );
-        if has(&rule.resources, "*") {
-            // The one exception: the batch restores read a target application of any kind.
-            assert_eq!(
-                (rule.groups.as_slice(), rule.verbs.as_slice()),
-                (
-                    &["apps.cozystack.io".to_owned()][..],
-                    &["get".to_owned()][..]
-                ),
-            );
-        }
-        for forbidden in [
-            "deletecollection",
-            "escalate",
-            "bind",
-            "impersonate",
-            "update",
-        ] {
-            assert!(!has(&rule.verbs, forbidden), "{forbidden} in {rule:?}");
-        }
-        assert!(
-            !has(&rule.resources, "secrets"),
-            "the orchestrator reads no credentials: {rule:?}"
-        );
-    }
+    let rules = harness::rbac::assert_least_privilege(COMPONENT);
     // Reading recovery logs is the one pods/log grant, read-only.
     let logs: Vec<_> = rules
         .iter()
-        .filter(|r| has(&r.resources, "pods/log"))
+        .filter(|r| r.resources.iter().any(|x| x == "pods/log"))
         .collect();
     assert_eq!(logs.len(), 1);
     assert_eq!(logs[0].verbs, ["get"]);
-    let binding = harness::rbac::manifests(COMPONENT, "rbac.yaml")
-        .into_iter()
-        .find(|d| d["kind"] == "ClusterRoleBinding")
-        .unwrap();
-    assert_eq!(
-        binding["roleRef"]["name"],
-        "cozy-backups:restore-orchestrator"
-    );
-    assert_eq!(binding["subjects"][0]["name"], COMPONENT);
 }

@@ -116,3 +116,19 @@ pub fn locate_binary(name: &str) -> Result<PathBuf, Error> {
 }
 
 pub use emulator::Harness;
+
+/// A process's resident memory as `/proc/<pid>/status` reports it, for benchmarks:
+/// `VmRSS <now> (peak VmHWM <peak>)` ("?" for what cannot be read).
+pub fn rss(pid: Option<u32>) -> String {
+    let status = pid
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l[name.len()..].trim().to_owned())
+            .unwrap_or_else(|| "?".into())
+    };
+    format!("VmRSS {} (peak VmHWM {})", field("VmRSS:"), field("VmHWM:"))
+}

@@ -109,6 +109,59 @@ pub fn assert_allowed(audit: &Audit, component: &str) {
     );
 }
 
+/// Checks `deploy/<component>/rbac.yaml` for least privilege and returns its rules for the
+/// component's own checks: no wildcard group or verb; a wildcard resource only to `get` the
+/// `apps.cozystack.io` applications; none of `update`, `deletecollection`, `escalate`, `bind`,
+/// `impersonate`; no Secrets; the binding names `cozy-backups:<component>` and the ServiceAccount
+/// `<component>`.
+pub fn assert_least_privilege(component: &str) -> Vec<Rule> {
+    let path = crate::workspace_root()
+        .join("deploy")
+        .join(component)
+        .join("rbac.yaml");
+    let rules = cluster_role_rules(&path);
+    let has = |list: &[String], x: &str| list.iter().any(|v| v == x);
+    for rule in &rules {
+        assert!(
+            !has(&rule.groups, "*") && !has(&rule.verbs, "*"),
+            "wildcard in {rule:?}"
+        );
+        if has(&rule.resources, "*") {
+            assert_eq!(
+                (rule.groups.as_slice(), rule.verbs.as_slice()),
+                (
+                    &["apps.cozystack.io".to_owned()][..],
+                    &["get".to_owned()][..]
+                ),
+                "a wildcard resource other than reading applications"
+            );
+        }
+        for forbidden in [
+            "deletecollection",
+            "escalate",
+            "bind",
+            "impersonate",
+            "update",
+        ] {
+            assert!(!has(&rule.verbs, forbidden), "{forbidden} in {rule:?}");
+        }
+        assert!(
+            !has(&rule.resources, "secrets"),
+            "{component} reads no credentials: {rule:?}"
+        );
+    }
+    let binding = manifests(component, "rbac.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRoleBinding")
+        .expect("a ClusterRoleBinding");
+    assert_eq!(
+        binding["roleRef"]["name"].as_str(),
+        Some(format!("cozy-backups:{component}").as_str())
+    );
+    assert_eq!(binding["subjects"][0]["name"].as_str(), Some(component));
+    rules
+}
+
 /// The YAML documents of `deploy/<component>/<file>`.
 pub fn manifests(component: &str, file: &str) -> Vec<Value> {
     let path = crate::workspace_root()
