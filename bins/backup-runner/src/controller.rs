@@ -22,7 +22,6 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use runtime::ReconcileError;
 use serde_json::json;
 
 use crate::context::{Ctx, Error};
@@ -34,32 +33,22 @@ pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/runner-lease-toke
 /// How long to wait when another replica holds a job's work lease.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 
-/// How soon a job is looked at again when the caches were still filling.
-const CACHE_SYNC_RETRY: Duration = Duration::from_millis(500);
-
 /// Reconciles one BackupJob.
 pub async fn reconcile(job: Arc<BackupJob>, ctx: Ctx) -> Result<Action, Error> {
-    // Nothing is decided on a half-filled cache: right after a start the job's watch may deliver it
-    // before the applications or operator objects have been listed, and a decision then would fail
-    // a healthy job ("application not found") or wait for an event that was already missed.
-    if !ctx.readiness.watches_synced() {
-        return Ok(Action::requeue(CACHE_SYNC_RETRY));
-    }
-    let timer = ctx.metrics.start();
-    let result = reconcile_job(job.clone(), &ctx).await;
-    timer.finish(result.as_ref().err().map(ReconcileError::kind));
-    if result.is_ok() {
-        ctx.backoff.reset(&ObjectRef::from_obj(job.as_ref()));
-    }
+    let result = runtime::controller::run_synced(
+        job.as_ref(),
+        &ctx.readiness,
+        &ctx.metrics,
+        &ctx.backoff,
+        reconcile_job(job.clone(), &ctx),
+    )
+    .await;
     metrics::gauge!(crate::metrics::IN_FLIGHT).set(ctx.leases.len() as f64);
     result
 }
 
-/// Transient errors retry with per-job backoff.
+/// Transient errors retry with per-job backoff (a conflict: at once).
 pub fn error_policy(job: Arc<BackupJob>, err: &Error, ctx: Ctx) -> Action {
-    if let Some(d) = err.retry_delay() {
-        return Action::requeue(d);
-    }
     ctx.backoff
         .action_for(ObjectRef::from_obj(job.as_ref()), err)
 }

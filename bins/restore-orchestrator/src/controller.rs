@@ -30,7 +30,6 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef as JobRef;
 use kube::{ResourceExt, api::ApiResource};
-use runtime::ReconcileError;
 use serde_json::json;
 
 use crate::context::{Context, Ctx, Error, is_refusal, resource};
@@ -40,32 +39,26 @@ use crate::observe::{self, Carry};
 pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/restore-orchestrator-lease-token";
 /// How long to wait when another replica holds a job's work lease.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
-/// How soon a job is looked at again when the caches were still filling.
-const CACHE_SYNC_RETRY: Duration = Duration::from_millis(500);
 /// Decisions per reconcile before yielding to other jobs (a restore needs about a dozen).
 const MAX_STEPS: usize = 64;
 
 /// Reconciles one RestoreJob.
 pub async fn reconcile(job: Arc<RestoreJob>, ctx: Ctx) -> Result<Requeue, Error> {
-    if !ctx.readiness.watches_synced() {
-        return Ok(Requeue::requeue(CACHE_SYNC_RETRY));
-    }
-    let timer = ctx.metrics.start();
-    let result = reconcile_job(job.clone(), &ctx).await;
-    timer.finish(result.as_ref().err().map(ReconcileError::kind));
-    if result.is_ok() {
-        ctx.backoff.reset(&JobRef::from_obj(job.as_ref()));
-    }
+    let result = runtime::controller::run_synced(
+        job.as_ref(),
+        &ctx.readiness,
+        &ctx.metrics,
+        &ctx.backoff,
+        reconcile_job(job.clone(), &ctx),
+    )
+    .await;
     metrics::gauge!(crate::metrics::IN_FLIGHT).set(ctx.leases.len() as f64);
     result
 }
 
-/// Transient errors retry with per-job backoff.
+/// Transient errors retry with per-job backoff (a conflict: at once).
 pub fn error_policy(job: Arc<RestoreJob>, err: &Error, ctx: Ctx) -> Requeue {
     tracing::debug!(job = %job.name_any(), error = %err, "reconcile failed; retrying");
-    if let Some(d) = err.retry_delay() {
-        return Requeue::requeue(d);
-    }
     ctx.backoff.action_for(JobRef::from_obj(job.as_ref()), err)
 }
 

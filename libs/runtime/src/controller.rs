@@ -157,14 +157,49 @@ where
             .remove(obj);
     }
 
-    /// The error-policy decision for `err` on `obj`: transient → requeue after the backoff;
-    /// permanent → wait for the object to change.
+    /// The error-policy decision for `err` on `obj`: the error's own retry delay when it has one;
+    /// else transient → requeue after the backoff, permanent → wait for the object to change.
     pub fn action_for<E: ReconcileError>(&self, obj: ObjectRef<K>, err: &E) -> Action {
+        if let Some(delay) = err.retry_delay() {
+            return Action::requeue(delay);
+        }
         match err.class() {
             ErrorClass::Transient => Action::requeue(self.next_delay(obj)),
             ErrorClass::Permanent => Action::await_change(),
         }
     }
+}
+
+/// How soon an object is looked at again when the watches were still listing.
+pub const CACHE_SYNC_RETRY: Duration = Duration::from_millis(500);
+
+/// One reconcile of `obj` as the work-leased controllers run it: nothing is decided before every
+/// watch of the daemon has listed once (right after a start the object's watch may deliver it
+/// before the objects it depends on were listed, and a decision then would act on a half-filled
+/// view), so the object is looked at again after [`CACHE_SYNC_RETRY`]; the run is timed into
+/// `metrics`; a success resets the object's backoff.
+pub async fn run_synced<K, E>(
+    obj: &K,
+    readiness: &crate::Readiness,
+    metrics: &ControllerMetrics,
+    backoff: &Backoff<K>,
+    run: impl std::future::Future<Output = Result<Action, E>>,
+) -> Result<Action, E>
+where
+    K: kube::Resource,
+    K::DynamicType: Eq + Hash + Clone + Default,
+    E: ReconcileError,
+{
+    if !readiness.watches_synced() {
+        return Ok(Action::requeue(CACHE_SYNC_RETRY));
+    }
+    let timer = metrics.start();
+    let result = run.await;
+    timer.finish(result.as_ref().err().map(ReconcileError::kind));
+    if result.is_ok() {
+        backoff.reset(&ObjectRef::from_obj(obj));
+    }
+    result
 }
 
 /// Logs one item of `Controller::run`'s output stream.
