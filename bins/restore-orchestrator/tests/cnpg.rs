@@ -41,15 +41,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_backup() {
     let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
-    // A first base backup opens the recoverable window before the marker.
-    p.backup("orders-db-base").await;
-    psql(&uri, "INSERT INTO orders VALUES (3, 'marker')");
-    let t = mark(&uri).await;
-    psql(&uri, "INSERT INTO orders VALUES (4, 'after')");
-    p.backup("orders-db-adhoc").await;
+    let t = p.pitr_scenario(&["tea", "cups"], "marker", "after").await;
     assert_eq!(p.rows("orders-db").await, "tea,cups,marker,after");
 
     // Into the copy: the seed's YAML.
@@ -366,14 +358,7 @@ const CRASH_POINTS: [(&str, &str, &str, &str); 10] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_after_every_write_of_an_in_place_restore_repeats_nothing() {
     let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-base").await;
-    psql(&uri, "INSERT INTO orders VALUES (2, 'cups')");
-    let t = mark(&uri).await;
-    psql(&uri, "INSERT INTO orders VALUES (3, 'later')");
-    p.backup("orders-db-adhoc").await;
+    let t = p.pitr_scenario(&["tea"], "cups", "later").await;
 
     let hold = |(verb, group, resource, sub): (&str, &str, &str, &str)| harness::Hold {
         verb: Some(verb.into()),
@@ -496,14 +481,7 @@ async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
             .to_vec()
     })
     .await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-base").await;
-    psql(&uri, "INSERT INTO orders VALUES (2, 'cups')");
-    let t = mark(&uri).await;
-    psql(&uri, "INSERT INTO orders VALUES (3, 'later')");
-    p.backup("orders-db-adhoc").await;
+    let t = p.pitr_scenario(&["tea"], "cups", "later").await;
 
     // The replica driving the restore is stopped right after it suspended the HelmRelease.
     p.h.emulator().unwrap().hold(harness::Hold {

@@ -142,6 +142,28 @@ impl Platform {
         );
     }
 
+    /// The seed's PITR scenario on `orders-db`: table `orders` with `before` (ids from 1), the base
+    /// backup `orders-db-base` (it opens the recoverable window), the row `marked`, a recorded
+    /// time, the row `after`, the backup `orders-db-adhoc`. Returns the recorded time.
+    pub async fn pitr_scenario(&self, before: &[&str], marked: &str, after: &str) -> String {
+        let uri = self.uri("orders-db").await;
+        psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+        let mut id = 0;
+        let mut insert = |item: &str| {
+            id += 1;
+            psql(&uri, &format!("INSERT INTO orders VALUES ({id}, '{item}')"));
+        };
+        for item in before {
+            insert(item);
+        }
+        self.backup("orders-db-base").await;
+        insert(marked);
+        let t = mark(&uri).await;
+        insert(after);
+        self.backup("orders-db-adhoc").await;
+        t
+    }
+
     pub fn restores(&self) -> Api<RestoreJob> {
         Api::namespaced(self.h.client(), TENANT)
     }
