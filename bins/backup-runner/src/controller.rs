@@ -18,11 +18,10 @@ use std::time::Duration;
 use api::backups::{BackupClass, BackupJob};
 use api::contract::{phases, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use crate::context::{Ctx, Error};
 use crate::drivers::{self, Run};
@@ -150,39 +149,20 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
     }
 }
 
-/// Records this replica's fencing token on the job (when leases are networked and the recorded
-/// token is older). The write carries the job's resourceVersion, and every later status write
-/// carries the version this one produced: a replica that lost the lease (older token) fails on
-/// its next write instead of overwriting the new holder's work.
+/// Records this replica's fencing token on the job (`WorkLeaseKeeper::fence`): a replica that
+/// lost the lease fails on its next write instead of overwriting the new holder's work.
 async fn fence(ctx: &Ctx, job: Arc<BackupJob>, token: u64) -> Result<Arc<BackupJob>, Error> {
-    if token == 0 {
-        return Ok(job);
-    }
-    let recorded: u64 = job
-        .annotations()
-        .get(LEASE_TOKEN_ANNOTATION)
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    if recorded == token {
-        return Ok(job);
-    }
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
-    if recorded > token {
-        // A newer holder already drove this job: our lease is stale.
-        ctx.leases.release(job.as_ref());
-        return Err(Error::Conflict(format!("{ns}/{name}")));
-    }
-    let patch = json!({"metadata": {
-        "resourceVersion": job.resource_version(),
-        "annotations": {LEASE_TOKEN_ANNOTATION: token.to_string()},
-    }});
     let api: Api<BackupJob> = Api::namespaced(ctx.client.clone(), &ns);
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    match ctx
+        .leases
+        .fence(&api, job.as_ref(), token, LEASE_TOKEN_ANNOTATION)
         .await
     {
-        Ok(updated) => Ok(Arc::new(updated)),
+        Ok(runtime::Fence::Current) => Ok(job),
+        Ok(runtime::Fence::Recorded(updated)) => Ok(Arc::new(updated)),
+        Ok(runtime::Fence::Stale) => Err(Error::Conflict(format!("{ns}/{name}"))),
         Err(kube::Error::Api(e)) if e.code == 409 => Err(Error::Conflict(format!("{ns}/{name}"))),
         Err(source) => Err(Error::Api {
             action: "record the lease token on",

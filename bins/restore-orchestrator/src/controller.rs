@@ -492,37 +492,27 @@ async fn write(
     Ok(())
 }
 
-/// Records this replica's fencing token on the job (when leases are networked and the recorded
-/// token is older). The write carries the job's resourceVersion, and every later write carries
-/// the version read after it: a replica that lost the lease fails on its next write instead of
-/// overwriting the new holder's work.
+/// Records this replica's fencing token on the job (`WorkLeaseKeeper::fence`): a replica that
+/// lost the lease fails on its next write instead of overwriting the new holder's work.
 async fn fence(ctx: &Context, job: RestoreJob, token: u64) -> Result<RestoreJob, Error> {
-    if token == 0 {
-        return Ok(job);
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let api: Api<RestoreJob> = Api::namespaced(ctx.client.clone(), &ns);
+    match ctx
+        .leases
+        .fence(&api, &job, token, LEASE_TOKEN_ANNOTATION)
+        .await
+    {
+        Ok(runtime::Fence::Current) => Ok(job),
+        Ok(runtime::Fence::Recorded(updated)) => Ok(updated),
+        Ok(runtime::Fence::Stale) => Err(Error::Conflict(format!("{ns}/{name}"))),
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(Error::Conflict(format!("{ns}/{name}"))),
+        Err(source) => Err(Error::Api {
+            action: "record the lease token on",
+            object: format!("RestoreJob {ns}/{name}"),
+            source,
+        }),
     }
-    let recorded: u64 = job
-        .annotations()
-        .get(LEASE_TOKEN_ANNOTATION)
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    if recorded == token {
-        return Ok(job);
-    }
-    if recorded > token {
-        ctx.leases.release(&job);
-        return Err(Error::Conflict(format!(
-            "{}/{}",
-            job.namespace().unwrap_or_default(),
-            job.name_any()
-        )));
-    }
-    ctx.patch_job(
-        &job,
-        json!({"metadata": {"annotations": {LEASE_TOKEN_ANNOTATION: token.to_string()}}}),
-        false,
-        "record the lease token on",
-    )
-    .await
 }
 
 /// When the safety backup of a finished job expires: `completedAt` + `retention` for a job that

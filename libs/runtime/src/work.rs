@@ -45,6 +45,17 @@ impl Held {
     }
 }
 
+/// The outcome of [`WorkLeaseKeeper::fence`].
+#[derive(Debug)]
+pub enum Fence<K> {
+    /// The object already records this token (or leases are not networked): use it as it is.
+    Current,
+    /// The token was recorded: the object as the write left it.
+    Recorded(K),
+    /// A newer holder's token is recorded: this replica must not act on the object.
+    Stale,
+}
+
 /// Keeps the work leases this replica holds, keyed by object.
 #[derive(Debug)]
 pub struct WorkLeaseKeeper {
@@ -95,6 +106,52 @@ impl WorkLeaseKeeper {
         };
         self.lock().insert(name, lease);
         Ok(Some(held))
+    }
+
+    /// Records `token` on `obj` in the annotation `annotation` (when leases are networked and the
+    /// recorded token is older), with `obj`'s resourceVersion as a precondition; every later write
+    /// to the object carries the version this one produced, so a replica that lost the lease fails
+    /// on its next write instead of overwriting the new holder's work. A newer recorded token means
+    /// this replica's lease is stale: the lease is given back and the answer is [`Fence::Stale`].
+    pub async fn fence<K>(
+        &self,
+        api: &kube::Api<K>,
+        obj: &K,
+        token: u64,
+        annotation: &str,
+    ) -> Result<Fence<K>, kube::Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        if token == 0 {
+            return Ok(Fence::Current);
+        }
+        let recorded: u64 = obj
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotation))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        if recorded == token {
+            return Ok(Fence::Current);
+        }
+        if recorded > token {
+            self.release(obj);
+            return Ok(Fence::Stale);
+        }
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": obj.meta().resource_version,
+            "annotations": {annotation: token.to_string()},
+        }});
+        let name = obj.meta().name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map(Fence::Recorded)
     }
 
     /// Gives the lease of `obj` back (the object is done, or gone).
