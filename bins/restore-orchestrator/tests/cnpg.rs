@@ -201,7 +201,7 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn targets_before_the_window_and_past_the_archive_fail_with_their_reasons() {
+async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restore_is_undone() {
     let mut p = Platform::start().await;
     let uri = p.uri("orders-db").await;
     psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
@@ -293,6 +293,34 @@ async fn targets_before_the_window_and_past_the_archive_fail_with_their_reasons(
     .await;
     assert_eq!(seen.data["type"], "Warning");
     p.h.emulator().unwrap().clear_faults();
+
+    // A failed in-place restore (the live Cluster purged, the recovery never converging) is undone
+    // from its safety backup. The broken Cluster cannot be backed up, so the rescue skips that.
+    psql(
+        &p.uri("orders-db").await,
+        "INSERT INTO orders VALUES (2, 'precious')",
+    );
+    p.restore(
+        "doomed",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
+    )
+    .await;
+    let job = p.terminal("doomed", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    assert_eq!(condition(&job, "SafetyBackupReady").0, "True");
+    p.restore(
+        "rescue",
+        "doomed-safety",
+        None,
+        json!({"skipSafetyBackup": true}),
+    )
+    .await;
+    let job = p.terminal("rescue", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db").await, "tea,precious");
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
 
