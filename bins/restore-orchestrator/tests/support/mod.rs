@@ -345,13 +345,23 @@ impl Platform {
     }
 
     /// Waits for RestoreJob `name` to reach a terminal phase.
+    /// On a timeout it panics with the job's last status.
     pub async fn terminal(&self, namespace: &str, name: &str) -> RestoreJob {
         let api = self.restores(namespace);
-        eventually_within(&format!("RestoreJob {name} finished"), WAIT, || async {
-            let j = api.get_opt(name).await.ok()??;
-            j.is_terminal().then_some(j)
-        })
-        .await
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let job = api.get_opt(name).await.ok().flatten();
+            if let Some(j) = job.as_ref().filter(|j| j.is_terminal()) {
+                return j.clone();
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "RestoreJob {namespace}/{name} did not finish within {WAIT:?}: {:?}",
+                    job.and_then(|j| j.status)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Waits for RestoreJob `name` to have a Ready condition with `reason` (any phase).
