@@ -507,3 +507,12 @@ pub fn condition(job: &RestoreJob, type_: &str) -> Option<(String, String, Strin
 pub fn name_of(obj: &Value) -> &str {
     obj["metadata"]["name"].as_str().unwrap_or_default()
 }
+
+/// Polls `check` until it returns `Some` (up to [`WAIT`]).
+pub async fn eventually<T>(
+    p: &Platform,
+    what: &str,
+    check: impl AsyncFn(&Platform) -> Option<T>,
+) -> T {
+    eventually_within(what, WAIT, || check(p)).await
+}
