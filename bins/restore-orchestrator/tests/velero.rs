@@ -3,7 +3,8 @@
 //! orchestrator prepares the namespace (suspends the HelmReleases, halts the VM and waits for its
 //! instance to go, keeps the disk's PVC under another name bound to the same PV, deletes the
 //! DataVolume) and then runs one Velero Restore to `Completed`; into another namespace
-//! (`targetNamespace`) it skips the preparation and maps the namespace; a copy over an existing
+//! (`targetNamespace`) it skips the preparation and maps the namespace; the resource modifiers follow
+//! `keepOriginalIpAndMac` and the copy; a copy over an existing
 //! application is refused (`failIfTargetExists`). Velero's `Failed` ends the job with its reason; a
 //! restore Velero keeps `InProgress` keeps the job running until Velero finishes it (the driver's
 //! own deadline is 24 h and has no option, so it is not waited for here); malformed options fail
@@ -106,6 +107,15 @@ async fn vm(p: &Platform) {
         json!({"disks": [{"name": "web-root"}], "runStrategy": "Always"}),
     )
     .await;
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "virt-launcher-vm-instance-web-x7k2p",
+                     "labels": {"vm.kubevirt.io/name": "vm-instance-web"},
+                     "annotations": {"ovn.kubernetes.io/ip_address": "10.244.0.15",
+                                     "ovn.kubernetes.io/mac_address": "0a:58:0a:f4:00:0f"}},
+        "spec": {"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher:v1.5.0"}]},
+    }))
+    .unwrap();
+    p.h.create(TENANT, &pod).await;
     for name in ["vm-instance-web", "vm-disk-web-root"] {
         p.apply(&releases(), release(TENANT, name)).await;
     }
@@ -152,6 +162,34 @@ async fn vm(p: &Platform) {
 async fn backup(p: &Platform, name: &str) -> String {
     let b = p.backup(TENANT, name, "VMInstance", "web", "vms").await;
     b.spec.driver_metadata.unwrap()["velero.io/backup-name"].clone()
+}
+
+/// The resource-modifier rules of RestoreJob `job`: `{groupResource, namespaces, patch}` each.
+async fn rules(p: &Platform, job: &str) -> Value {
+    let cm = p
+        .get(
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            Some(VELERO_NS),
+            &format!("restore-modifiers-{TENANT}-{job}"),
+        )
+        .await
+        .expect("the resource-modifier ConfigMap");
+    let doc: Value =
+        serde_json::from_str(cm["data"]["resource-modifier-rules.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(doc["version"], "v1");
+    doc["resourceModifierRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let patches = r["mergePatches"].as_array().unwrap();
+            assert_eq!(patches.len(), 1);
+            assert_eq!(r["conditions"]["resourceNameRegex"], ".*");
+            json!({"groupResource": r["conditions"]["groupResource"],
+                   "namespaces": r["conditions"]["namespaces"],
+                   "patch": serde_json::from_str::<Value>(patches[0]["patchData"].as_str().unwrap()).unwrap()})
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +261,7 @@ async fn velero_restores_in_place_and_to_a_copy_fail_hang_and_refuse_bad_options
         "copy",
         "nightly",
         None,
-        json!({"targetNamespace": COPY_NS, "keepOriginalPVC": false}),
+        json!({"targetNamespace": COPY_NS, "keepOriginalPVC": false, "keepOriginalIpAndMac": false}),
     )
     .await;
     p.restore(
@@ -330,12 +368,34 @@ async fn velero_restores_in_place_and_to_a_copy_fail_hang_and_refuse_bad_options
         assert!(notes.iter().any(|n| n == want), "{want} in {notes:?}");
     }
 
-    // To a copy: no preparation, the namespace mapped.
+    // The resource modifiers: claim adoption, and the VM keeps its recorded addresses.
+    assert_eq!(
+        rules(&p, "in-place").await,
+        json!([
+            {"groupResource": "persistentvolumeclaims", "namespaces": [TENANT],
+             "patch": {"metadata": {"annotations": {"cdi.kubevirt.io/allowClaimAdoption": "true"}}}},
+            {"groupResource": "virtualmachines.kubevirt.io", "namespaces": [TENANT],
+             "patch": {"spec": {"template": {"metadata": {"annotations": {
+                 "ovn.kubernetes.io/ip_address": "10.244.0.15",
+                 "ovn.kubernetes.io/mac_address": "0a:58:0a:f4:00:0f"}}}}}},
+        ])
+    );
+
+    // To a copy: no preparation, the namespace mapped, claims unbound, addresses not kept.
     p.succeeded(TENANT, "copy").await;
     let restore = p.one_restored_by(&restores(), VELERO_NS, "copy").await;
     assert_eq!(
         restore["spec"]["namespaceMapping"],
         json!({TENANT: COPY_NS})
+    );
+    assert_eq!(
+        rules(&p, "copy").await,
+        json!([
+            {"groupResource": "persistentvolumeclaims", "namespaces": [COPY_NS],
+             "patch": {"metadata": {"annotations": {"cdi.kubevirt.io/allowClaimAdoption": "true"}}}},
+            {"groupResource": "persistentvolumeclaims", "namespaces": [COPY_NS],
+             "patch": {"spec": {"selector": null, "volumeName": null}}},
+        ])
     );
     assert_eq!(
         p.event(TENANT, "copy", "PrepareForRestore").await.1,
