@@ -1,11 +1,12 @@
 //! The loop the FoundationDB and Percona MongoDB simulators share: clusters whose status follows
-//! from the cluster alone, and backups whose status follows from the backup and its cluster
-//! (`spec.clusterName` in the backup's namespace).
+//! from the cluster alone, and backups and restores whose status follows from the object and its
+//! cluster (`spec.clusterName` of a backup, the restore's own field, in the object's namespace).
 //!
 //! ```text
-//!  any change of a watched cluster or backup ─► every cluster: status ≠ cluster_status ─► write
-//!                                             ─► every backup: backup_status(backup, cluster)
-//!                                                 ≠ status ─► write (None: leave it as it is)
+//!  any change of a watched cluster, backup or restore
+//!     ─► every cluster: status ≠ cluster_status ─► write
+//!     ─► every backup:  backup_status(backup, cluster) ≠ status ─► write (None: leave it)
+//!     ─► every restore: restores.status(restore, cluster) ≠ status ─► write (None: leave it)
 //! ```
 //!
 //! Each write replaces the whole status ([`write_status`]), so the next transition follows the
@@ -34,6 +35,18 @@ pub struct Operator {
     pub cluster_status: fn(&Value) -> Value,
     /// A backup's next status given its cluster (`None`: no change).
     pub backup_status: fn(&Value, Option<&Value>) -> Option<Value>,
+    /// The restore kind.
+    pub restores: Restores,
+}
+
+/// The restore kind of an [`Operator`].
+pub struct Restores {
+    /// The restore kind.
+    pub kind: ApiResource,
+    /// The spec field naming the restore's cluster (`clusterName`, `destinationClusterName`).
+    pub cluster_field: &'static str,
+    /// A restore's next status given its cluster (`None`: no change).
+    pub status: fn(&Value, Option<&Value>) -> Option<Value>,
 }
 
 /// Runs `op` forever.
@@ -45,6 +58,7 @@ pub async fn run(
     let notify = Arc::new(Notify::new());
     let clusters = Arc::new(Cache::default());
     let backups = Arc::new(Cache::default());
+    let restores = Arc::new(Cache::default());
     spawn_watches(
         &client,
         &readiness,
@@ -59,6 +73,11 @@ pub async fn run(
                 &backups,
                 op.backups.clone(),
                 &format!("{}: watch {}", op.sim, op.backups.kind),
+            ),
+            (
+                &restores,
+                op.restores.kind.clone(),
+                &format!("{}: watch {}", op.sim, op.restores.kind.kind),
             ),
         ],
     );
@@ -77,6 +96,17 @@ pub async fn run(
                 && backup["status"] != want
             {
                 write_status(&client, &op.backups, op.field_manager, &backup, want).await;
+            }
+        }
+        for ((ns, _), restore) in restores.snapshot() {
+            let cluster_name = restore["spec"][op.restores.cluster_field]
+                .as_str()
+                .unwrap_or_default();
+            let cluster = clusters.get(&ns, cluster_name);
+            if let Some(want) = (op.restores.status)(&restore, cluster.as_ref())
+                && restore["status"] != want
+            {
+                write_status(&client, &op.restores.kind, op.field_manager, &restore, want).await;
             }
         }
     }

@@ -58,6 +58,12 @@ pub const ANNOTATION_FAIL_BACKUP: &str = "operator-sims.cozy-backups.io/fail-bac
 /// Test control (`"true"`): Backups of this Cluster stay `started` and a recovery stays in its
 /// current step until the annotation is removed.
 pub const ANNOTATION_HANG: &str = "operator-sims.cozy-backups.io/hang";
+/// Test control for the operator-object restores (MariaDB, MongoDB, FoundationDB, Etcd, Velero):
+/// the restore fails, the value being the operator's message where the operator reports one.
+pub const ANNOTATION_FAIL_RESTORE: &str = "operator-sims.cozy-backups.io/fail-restore";
+/// Test control (`"true"`) for the operator-object restores: the restore stays in progress until
+/// the annotation is removed.
+pub const ANNOTATION_HANG_RESTORE: &str = "operator-sims.cozy-backups.io/hang-restore";
 
 /// Settings of the CNPG simulator.
 #[derive(Clone, Debug)]

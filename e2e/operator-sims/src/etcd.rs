@@ -5,6 +5,11 @@
 //! ```text
 //!  EtcdCluster ─► Available=True/QuorumHealthy "All members are ready"
 //!                 (annotation unavailable: "<msg>" ─► Available=False/QuorumLost "<msg>")
+//!  EtcdCluster with spec.bootstrap.restore, not yet Available
+//!     ─► Available=False/Restoring "restoring members from snapshot <uri>"
+//!     ─► default         ─► Available=True/QuorumHealthy
+//!     ─► fail-restore    ─► Available=False/RestoreFailed "<annotation value>"
+//!     ─► hang-restore    ─► stays Restoring until the annotation goes
 //!  EtcdSnapshot "" ─► Pending
 //!     Pending ─► clusterRef missing ─► Failed, Ready=False/ClusterNotFound `EtcdCluster "<n>" not found`
 //!             ─► Started, Ready=False/JobCreated "snapshot job created"
@@ -16,9 +21,12 @@
 //! ```
 //!
 //! Test controls are annotations on the EtcdCluster: [`crate::cnpg::ANNOTATION_FAIL_BACKUP`] (any
-//! value), [`crate::cnpg::ANNOTATION_HANG`] (`"true"`), [`ANNOTATION_UNAVAILABLE`]. No etcd runs
-//! and nothing is uploaded: the artifact's size and checksum describe a stand-in payload (see
-//! `docs/dataplane.md`).
+//! value), [`crate::cnpg::ANNOTATION_HANG`] (`"true"`), [`ANNOTATION_UNAVAILABLE`]. A restore
+//! recreates the EtcdCluster from its spec alone, so the restore controls
+//! ([`crate::cnpg::ANNOTATION_FAIL_RESTORE`], [`crate::cnpg::ANNOTATION_HANG_RESTORE`]) sit on the
+//! EtcdSnapshot whose `status.artifact.uri` is the `bootstrap.restore.source.s3` location (a
+//! snapshot that cannot be restored). No etcd runs and nothing is uploaded or downloaded: the
+//! artifact's size and checksum describe a stand-in payload (see `docs/dataplane.md`).
 
 use std::sync::Arc;
 
@@ -29,7 +37,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::cache::{Cache, spawn_watches};
-use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use crate::cnpg::{
+    ANNOTATION_FAIL_BACKUP, ANNOTATION_FAIL_RESTORE, ANNOTATION_HANG, ANNOTATION_HANG_RESTORE,
+};
 use crate::conditions::{annotations, condition, now, patch_status, with_condition};
 
 /// Field manager of the simulated operator.
@@ -37,17 +47,52 @@ pub const FIELD_MANAGER: &str = "operator-sims-etcd";
 /// Test control: the EtcdCluster reports `Available=False/QuorumLost` with this message.
 pub const ANNOTATION_UNAVAILABLE: &str = "operator-sims.cozy-backups.io/unavailable";
 
-/// The `Available` condition an EtcdCluster should show (`None`: it does already).
-pub fn cluster_condition(cluster: &Value) -> Option<Value> {
-    let want = match annotations(cluster).get(ANNOTATION_UNAVAILABLE) {
-        Some(message) => condition("Available", false, "QuorumLost", message),
-        None => condition("Available", true, "QuorumHealthy", "All members are ready"),
-    };
+/// The `s3://<bucket>/<key>` a cluster bootstraps from (`None`: not a restore).
+pub fn restore_source(cluster: &Value) -> Option<String> {
+    let s3 = &cluster["spec"]["bootstrap"]["restore"]["source"]["s3"];
+    s3.is_object().then(|| {
+        format!(
+            "s3://{}/{}",
+            s3["bucket"].as_str().unwrap_or_default(),
+            s3["key"].as_str().unwrap_or_default()
+        )
+    })
+}
+
+/// The `Available` condition an EtcdCluster should show (`None`: it does already), given the
+/// snapshot it restores from when it has `bootstrap.restore` (`None`: no snapshot there).
+pub fn cluster_condition(cluster: &Value, source: Option<&Value>) -> Option<Value> {
     let current = cluster["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|c| c["type"] == "Available");
+    let healthy = condition("Available", true, "QuorumHealthy", "All members are ready");
+    let want = match (
+        annotations(cluster).get(ANNOTATION_UNAVAILABLE),
+        restore_source(cluster),
+    ) {
+        (Some(message), _) => condition("Available", false, "QuorumLost", message),
+        (None, Some(uri)) if !current.is_some_and(|c| c["status"] == "True") => {
+            let controls = source.map(annotations).unwrap_or_default();
+            let started = current.is_some_and(|c| c["reason"] != "QuorumLost");
+            if !started {
+                condition(
+                    "Available",
+                    false,
+                    "Restoring",
+                    &format!("restoring members from snapshot {uri}"),
+                )
+            } else if let Some(message) = controls.get(ANNOTATION_FAIL_RESTORE) {
+                condition("Available", false, "RestoreFailed", message)
+            } else if controls.get(ANNOTATION_HANG_RESTORE).map(String::as_str) == Some("true") {
+                return None;
+            } else {
+                healthy
+            }
+        }
+        (None, _) => healthy,
+    };
     let same = current.is_some_and(|c| {
         ["status", "reason", "message"]
             .iter()
@@ -150,8 +195,15 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
     );
     loop {
         notify.notified().await;
+        let all_snapshots = snapshots.snapshot();
         for ((ns, name), cluster) in clusters.snapshot() {
-            let Some(cond) = cluster_condition(&cluster) else {
+            let source = restore_source(&cluster).and_then(|uri| {
+                all_snapshots
+                    .iter()
+                    .find(|((n, _), s)| *n == ns && s["status"]["artifact"]["uri"] == uri.as_str())
+                    .map(|(_, s)| s)
+            });
+            let Some(cond) = cluster_condition(&cluster, source) else {
                 continue;
             };
             let Some(conditions) = with_condition(&cluster["status"]["conditions"], cond, &now())
@@ -216,17 +268,18 @@ mod tests {
 
     #[test]
     fn clusters_report_quorum() {
-        let c = cluster_condition(&cluster(json!({}))).unwrap();
+        let c = cluster_condition(&cluster(json!({})), None).unwrap();
         assert_eq!(
             (c["status"].clone(), c["reason"].clone()),
             (json!("True"), json!("QuorumHealthy"))
         );
         let mut healthy = cluster(json!({}));
         healthy["status"] = json!({"conditions": [c]});
-        assert_eq!(cluster_condition(&healthy), None);
-        let lost = cluster_condition(&cluster(
-            json!({ANNOTATION_UNAVAILABLE: "2 of 3 members down"}),
-        ))
+        assert_eq!(cluster_condition(&healthy, None), None);
+        let lost = cluster_condition(
+            &cluster(json!({ANNOTATION_UNAVAILABLE: "2 of 3 members down"})),
+            None,
+        )
         .unwrap();
         assert_eq!(lost["message"], "2 of 3 members down");
     }
@@ -276,5 +329,59 @@ mod tests {
         assert_eq!(object_key("", "s"), "s.db");
         assert_eq!(object_key("p/", "s"), "p/s.db");
         assert_eq!(object_key("p", "s"), "p/s.db");
+    }
+
+    #[test]
+    fn a_restored_cluster_becomes_available_unless_its_snapshot_says_otherwise() {
+        let mut restored = cluster(json!({}));
+        restored["spec"] = json!({"bootstrap": {"restore": {"source": {"s3": {
+            "bucket": "b", "key": "tenant-a/etcd/nightly-x1.db"}}}}});
+        assert_eq!(
+            restore_source(&restored).as_deref(),
+            Some("s3://b/tenant-a/etcd/nightly-x1.db")
+        );
+        let step = |c: &mut Value, source: Option<&Value>| {
+            let cond = cluster_condition(c, source)?;
+            c["status"] = json!({"conditions": [cond.clone()]});
+            Some((
+                cond["reason"].as_str().unwrap().to_owned(),
+                cond["message"].clone(),
+            ))
+        };
+        let snap = |annotations: Value| json!({"metadata": {"annotations": annotations}});
+        let mut ok = restored.clone();
+        assert_eq!(
+            step(&mut ok, Some(&snap(json!({})))),
+            Some((
+                "Restoring".into(),
+                json!("restoring members from snapshot s3://b/tenant-a/etcd/nightly-x1.db")
+            ))
+        );
+        assert_eq!(
+            step(&mut ok, Some(&snap(json!({})))).unwrap().0,
+            "QuorumHealthy"
+        );
+        assert_eq!(
+            step(&mut ok, Some(&snap(json!({ANNOTATION_FAIL_RESTORE: "x"})))),
+            None,
+            "Available stays"
+        );
+        let mut bad = restored.clone();
+        let failing = snap(json!({ANNOTATION_FAIL_RESTORE: "snapshot checksum mismatch"}));
+        step(&mut bad, Some(&failing));
+        assert_eq!(
+            step(&mut bad, Some(&failing)),
+            Some(("RestoreFailed".into(), json!("snapshot checksum mismatch")))
+        );
+        assert_eq!(step(&mut bad, Some(&failing)), None);
+        let mut stuck = restored.clone();
+        let hanging = snap(json!({ANNOTATION_HANG_RESTORE: "true"}));
+        step(&mut stuck, Some(&hanging));
+        assert_eq!(step(&mut stuck, Some(&hanging)), None);
+        assert_eq!(
+            step(&mut stuck, None).unwrap().0,
+            "QuorumHealthy",
+            "the hang released"
+        );
     }
 }

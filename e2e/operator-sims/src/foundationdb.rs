@@ -8,19 +8,26 @@
 //!                         ─► first snapshot written (snapshotTime = snapshot period, restorable,
 //!                            generations.reconciled = generation)
 //!     backupState Stopped ─► running=false, reconciled
+//!  FoundationDBRestore (cluster exists) ─► running, state Running ─► running=false, state Completed
 //! ```
 //!
 //! Test controls (annotations on the FoundationDBCluster): [`crate::cnpg::ANNOTATION_FAIL_BACKUP`]
 //! (the agents run but cannot start the backup: `generations.needsBackupStart`, no restorable
 //! snapshot ever), [`crate::cnpg::ANNOTATION_HANG`] (the agent Deployment never becomes ready: no
-//! `backupDetails`), [`ANNOTATION_UNAVAILABLE`] (`health.available=false`). Every transition is
-//! one status write; the next one follows the watch event of that write (no timers).
+//! `backupDetails`), [`ANNOTATION_UNAVAILABLE`] (`health.available=false`);
+//! [`crate::cnpg::ANNOTATION_FAIL_RESTORE`] (restores into the cluster stop with the annotation's
+//! value as their state, e.g. `Aborted`: the operator has no terminal failure state, so a failed
+//! restore never reads `Completed`) and [`crate::cnpg::ANNOTATION_HANG_RESTORE`] (`"true"`: they
+//! stay `Running`). Every transition is one status write; the next one follows the watch event of
+//! that write (no timers). No restore agent runs: nothing is read from the blob store.
 
-use api::thirdparty::fdb::{FoundationDBBackup, FoundationDBCluster};
+use api::thirdparty::fdb::{FoundationDBBackup, FoundationDBCluster, FoundationDBRestore};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use crate::cnpg::{
+    ANNOTATION_FAIL_BACKUP, ANNOTATION_FAIL_RESTORE, ANNOTATION_HANG, ANNOTATION_HANG_RESTORE,
+};
 
 /// Field manager of the simulated operator.
 pub const FIELD_MANAGER: &str = "operator-sims-fdb";
@@ -167,6 +174,32 @@ pub fn backup_status(backup: &Value, cluster: Option<&Value>) -> Option<Value> {
     }))
 }
 
+/// The status a FoundationDBRestore should report next (`None`: leave it as it is): the operator
+/// starts the restore once its destination cluster exists, then reports it `Completed`.
+pub fn restore_status(restore: &Value, cluster: Option<&Value>) -> Option<Value> {
+    let cluster = cluster?;
+    let status = &restore["status"];
+    if status["state"]
+        .as_str()
+        .is_some_and(|s| s.eq_ignore_ascii_case("completed"))
+        || status["running"] == false
+    {
+        return None;
+    }
+    let generations =
+        json!({"reconciled": restore["metadata"]["generation"].as_i64().unwrap_or(1)});
+    if status["running"] != true {
+        return Some(json!({"running": true, "state": "Running", "generations": generations}));
+    }
+    if let Some(state) = annotation(cluster, ANNOTATION_FAIL_RESTORE) {
+        return Some(json!({"running": false, "state": state, "generations": generations}));
+    }
+    if annotation(cluster, ANNOTATION_HANG_RESTORE) == Some("true") {
+        return None;
+    }
+    Some(json!({"running": false, "state": "Completed", "generations": generations}))
+}
+
 /// Runs the simulator forever.
 pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow::Result<()> {
     crate::cluster_backups::run(
@@ -179,6 +212,11 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
             backups: ApiResource::erase::<FoundationDBBackup>(&()),
             cluster_status,
             backup_status,
+            restores: crate::cluster_backups::Restores {
+                kind: ApiResource::erase::<FoundationDBRestore>(&()),
+                cluster_field: "destinationClusterName",
+                status: restore_status,
+            },
         },
     )
     .await
@@ -249,6 +287,53 @@ mod tests {
             up,
             json!({"health": {"available": true, "healthy": true, "fullReplication": true},
                    "generations": {"reconciled": 2}, "runningVersion": "7.3.63"})
+        );
+    }
+
+    #[test]
+    fn a_restore_runs_to_completed_or_stops() {
+        let restore = |status: Value| {
+            json!({"metadata": {"name": "rj-abcde", "generation": 1},
+                   "spec": {"destinationClusterName": "foundationdb-db"}, "status": status})
+        };
+        let with = |k: &str, v: &str| json!({"metadata": {"name": "c", "annotations": {k: v}}});
+        let plain = json!({"metadata": {"name": "c"}});
+        assert_eq!(
+            restore_status(&restore(json!({})), None),
+            None,
+            "waits for its cluster"
+        );
+        let running = restore_status(&restore(json!({})), Some(&plain)).unwrap();
+        assert_eq!(
+            (running["running"].clone(), running["state"].clone()),
+            (json!(true), json!("Running"))
+        );
+        let done = restore_status(&restore(running.clone()), Some(&plain)).unwrap();
+        assert_eq!(
+            (done["running"].clone(), done["state"].clone()),
+            (json!(false), json!("Completed"))
+        );
+        assert_eq!(restore_status(&restore(done), Some(&plain)), None);
+        let aborted = restore_status(
+            &restore(running.clone()),
+            Some(&with(ANNOTATION_FAIL_RESTORE, "Aborted")),
+        )
+        .unwrap();
+        assert_eq!(
+            (aborted["running"].clone(), aborted["state"].clone()),
+            (json!(false), json!("Aborted"))
+        );
+        assert_eq!(
+            restore_status(&restore(aborted), Some(&plain)),
+            None,
+            "stopped for good"
+        );
+        assert_eq!(
+            restore_status(
+                &restore(running),
+                Some(&with(ANNOTATION_HANG_RESTORE, "true"))
+            ),
+            None
         );
     }
 }

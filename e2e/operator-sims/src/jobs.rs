@@ -14,7 +14,12 @@
 //!
 //! Test controls are annotations on the Job's pod template (set through a strategy's template) or
 //! on the Job itself (which win, so a test can end a hang): [`crate::cnpg::ANNOTATION_FAIL_BACKUP`]
-//! (any value) and [`crate::cnpg::ANNOTATION_HANG`] (`"true"`).
+//! (any value) and [`crate::cnpg::ANNOTATION_HANG`] (`"true"`). The restore controls
+//! [`crate::cnpg::ANNOTATION_FAIL_RESTORE`] (any non-empty value) and
+//! [`crate::cnpg::ANNOTATION_HANG_RESTORE`] (`"true"`) do the same; as their empty value does
+//! nothing, a strategy's template can fail or hold only its restore Jobs
+//! (`'{{ if eq .Mode "restore" }}true{{ end }}'`: annotation keys are not rendered). Backup and
+//! restore Jobs are alike to this controller.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +30,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::cache::{Cache, spawn_watches};
-use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use crate::cnpg::{
+    ANNOTATION_FAIL_BACKUP, ANNOTATION_FAIL_RESTORE, ANNOTATION_HANG, ANNOTATION_HANG_RESTORE,
+};
 use crate::conditions::{annotations, now, patch_status};
 
 /// Field manager of the simulated controller.
@@ -69,14 +76,21 @@ pub fn next_status(job: &Value, now: &str) -> Option<Value> {
         }));
     }
     let controls = controls(job);
-    if controls.get(ANNOTATION_HANG).map(String::as_str) == Some("true") {
+    if [ANNOTATION_HANG, ANNOTATION_HANG_RESTORE]
+        .iter()
+        .any(|k| controls.get(*k).map(String::as_str) == Some("true"))
+    {
         return None;
     }
     let mut conditions: Vec<Value> = job["status"]["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    if controls.contains_key(ANNOTATION_FAIL_BACKUP) {
+    let fails = controls.contains_key(ANNOTATION_FAIL_BACKUP)
+        || controls
+            .get(ANNOTATION_FAIL_RESTORE)
+            .is_some_and(|v| !v.is_empty());
+    if fails {
         let retries = job["spec"]["backoffLimit"].as_i64().unwrap_or(6);
         conditions.push(job_condition(
             "FailureTarget",
@@ -195,5 +209,23 @@ mod tests {
         let mut suspended = job(json!({}), json!({}));
         suspended["spec"]["suspend"] = json!(true);
         assert_eq!(next_status(&suspended, "t1"), None);
+    }
+
+    #[test]
+    fn restore_controls_act_only_when_set() {
+        let running = json!({"startTime": "t1", "active": 1});
+        let with = |a: Value| job(a, running.clone());
+        let failed = next_status(&with(json!({ANNOTATION_FAIL_RESTORE: "true"})), "t2").unwrap();
+        assert_eq!(failed["conditions"][1]["type"], "Failed");
+        assert_eq!(
+            next_status(&with(json!({ANNOTATION_HANG_RESTORE: "true"})), "t2"),
+            None
+        );
+        let backup_mode = with(json!({ANNOTATION_FAIL_RESTORE: "", ANNOTATION_HANG_RESTORE: ""}));
+        assert_eq!(
+            next_status(&backup_mode, "t2").unwrap()["conditions"][1]["type"],
+            "Complete",
+            "a template's restore-only control renders empty on a backup Job"
+        );
     }
 }

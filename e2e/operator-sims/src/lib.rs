@@ -13,17 +13,30 @@
 //!     │                                   HTTPS endpoint as a bare host), like the bucket chart
 //!     ├─ velero: BackupStorageLocation ─► status.phase Available iff its credential Secret key exists;
 //!     │          Backup ─► InProgress ─► DataUploads per selected PVC ─► Completed/PartiallyFailed/Failed;
-//!     │          DeleteBackupRequest ─► Backup deleted
-//!     ├─ fdb:    FoundationDBCluster health; FoundationDBBackup ─► running ─► restorable snapshot
-//!     ├─ psmdb:  PerconaServerMongoDB ready; PerconaServerMongoDBBackup ─► requested ─► running ─► ready
+//!     │          DeleteBackupRequest ─► Backup deleted; Restore ─► InProgress ─► Completed/Failed
+//!     ├─ fdb:    FoundationDBCluster health; FoundationDBBackup ─► running ─► restorable snapshot;
+//!     │          FoundationDBRestore ─► Running ─► Completed
+//!     ├─ psmdb:  PerconaServerMongoDB ready; PerconaServerMongoDBBackup ─► requested ─► running ─► ready;
+//!     │          PerconaServerMongoDBRestore ─► requested ─► running ─► ready/error
 //!     ├─ flux:   Postgres app ─► HelmRelease postgres-<name> ─► Cluster/ObjectStore/Secrets as the
 //!     │          Cozystack Postgres chart renders them (suspend, requestedAt/forceAt honoured)
 //!     ├─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
 //!     │          ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
-//!     ├─ mariadb: mariadb-operator Backup ─► Complete condition (JobRunning ─► JobComplete/JobFailed)
-//!     ├─ etcd:   EtcdCluster ─► Available; EtcdSnapshot ─► Pending ─► Started ─► Complete/Failed
-//!     └─ jobs:   the Job controller: batch/v1 Job ─► started ─► Complete/Failed conditions
+//!     ├─ mariadb: mariadb-operator Backup and Restore ─► Complete condition (JobRunning ─►
+//!     │          JobComplete/JobFailed)
+//!     ├─ etcd:   EtcdCluster ─► Available (with bootstrap.restore: Restoring first);
+//!     │          EtcdSnapshot ─► Pending ─► Started ─► Complete/Failed
+//!     └─ jobs:   the Job controller: batch/v1 Job (backup or restore) ─► started ─► Complete/Failed
 //! ```
+//!
+//! Restores: the operator-object restores move through their operator's progress states without
+//! touching any data (only the CNPG simulator really restores, from barman-cloud). Test controls
+//! are annotations like the backup side's: [`cnpg::ANNOTATION_FAIL_RESTORE`] (fail, the value as
+//! the operator's message where it reports one) and [`cnpg::ANNOTATION_HANG_RESTORE`] (stay in
+//! progress), on the object the real operator restores into (the MariaDB, the PerconaServerMongoDB,
+//! the FoundationDBCluster), or on the backup a restore reads where its target is recreated or
+//! restored from scratch (the EtcdSnapshot, the Velero Backup). A restore Job's controls are its
+//! pod template's, as for a backup Job.
 //!
 //! Data flow: each simulator watches its kinds through a `kube::Client` into a [`Cache`] and
 //! re-evaluates every object it serves whenever anything changes (event-driven; no polling).
@@ -95,6 +108,7 @@ impl Sim {
                 permissive_crd::<velero::Backup>(true),
                 permissive_crd::<velero::v2alpha1::DataUpload>(true),
                 permissive_crd::<velero::DeleteBackupRequest>(true),
+                permissive_crd::<velero::Restore>(true),
                 // The applications whose labels backups select (served by cozystack-api).
                 permissive_crd::<apps::VMInstance>(true),
                 permissive_crd::<apps::VMDisk>(true),
@@ -115,6 +129,7 @@ impl Sim {
             Sim::Mariadb => vec![
                 permissive_crd::<mariadb::MariaDB>(true),
                 permissive_crd::<mariadb::Backup>(true),
+                permissive_crd::<mariadb::Restore>(true),
             ],
             Sim::Etcd => vec![
                 permissive_crd::<etcd::EtcdCluster>(true),
@@ -399,6 +414,7 @@ mod tests {
                 "backups.velero.io",
                 "datauploads.velero.io",
                 "deletebackuprequests.velero.io",
+                "restores.velero.io",
                 "vminstances.apps.cozystack.io",
                 "vmdisks.apps.cozystack.io"
             ]
@@ -443,7 +459,11 @@ mod tests {
         assert!(names(Sim::S3).is_empty());
         assert_eq!(
             names(Sim::Mariadb),
-            ["mariadbs.k8s.mariadb.com", "backups.k8s.mariadb.com"]
+            [
+                "mariadbs.k8s.mariadb.com",
+                "backups.k8s.mariadb.com",
+                "restores.k8s.mariadb.com"
+            ]
         );
         assert_eq!(
             names(Sim::Etcd),

@@ -6,18 +6,27 @@
 //!  PerconaServerMongoDBBackup ─► requested ─► running (start, pbmName) ─► ready (completed,
 //!     destination s3://<bucket>/<prefix>/<pbmName>, s3, storageName, type, size)
 //!     cluster missing, backups disabled or storage undeclared ─► error with the operator's message
+//!  PerconaServerMongoDBRestore ─► requested ─► running (pbmName, pitrTarget of a point-in-time
+//!     restore) ─► ready (completed)
+//!     cluster missing or backups disabled ─► error with the operator's message
 //! ```
 //!
 //! Test controls (annotations on the PerconaServerMongoDB): [`crate::cnpg::ANNOTATION_FAIL_BACKUP`]
 //! (the backup ends `error` with the annotation's value as `status.error`),
-//! [`crate::cnpg::ANNOTATION_HANG`] (`"true"`: the backup stays `running`). Every transition is one
-//! status write; the next one follows the watch event of that write (no timers).
+//! [`crate::cnpg::ANNOTATION_HANG`] (`"true"`: the backup stays `running`);
+//! [`crate::cnpg::ANNOTATION_FAIL_RESTORE`] and [`crate::cnpg::ANNOTATION_HANG_RESTORE`] do the
+//! same to restores into that cluster. Every transition is one status write; the next one follows
+//! the watch event of that write (no timers). No pbm runs: nothing is read from the bucket.
 
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use api::thirdparty::percona::PerconaServerMongoDBRestore;
+
+use crate::cnpg::{
+    ANNOTATION_FAIL_BACKUP, ANNOTATION_FAIL_RESTORE, ANNOTATION_HANG, ANNOTATION_HANG_RESTORE,
+};
 use crate::conditions::now;
 
 /// Field manager of the simulated operator.
@@ -118,6 +127,49 @@ pub fn backup_status(backup: &Value, cluster: Option<&Value>, now: &str) -> Opti
     }
 }
 
+/// The status a PerconaServerMongoDBRestore should report next (`None`: leave it as it is).
+/// `now` is the current time (RFC 3339, seconds).
+pub fn restore_status(restore: &Value, cluster: Option<&Value>, now: &str) -> Option<Value> {
+    let status = &restore["status"];
+    let state = status["state"].as_str().unwrap_or_default();
+    if matches!(state, "ready" | "error" | "rejected") {
+        return None;
+    }
+    let name = restore["spec"]["clusterName"].as_str().unwrap_or_default();
+    let Some(cluster) = cluster else {
+        return Some(json!({"state": "error", "lastTransition": now,
+            "error": format!("get cluster: perconaservermongodbs.psmdb.percona.com {name:?} not found")}));
+    };
+    if cluster["spec"]["backup"]["enabled"].as_bool() != Some(true) {
+        return Some(json!({"state": "error", "lastTransition": now,
+            "error": "backups are disabled for the cluster"}));
+    }
+    match state {
+        "" | "waiting" => Some(json!({"state": "requested", "lastTransition": now})),
+        "requested" => {
+            let mut running = json!({"state": "running", "lastTransition": now, "pbmName": now});
+            if let Some(date) = restore["spec"]["pitr"]["date"].as_str() {
+                running["pitrTarget"] = json!(date);
+            }
+            Some(running)
+        }
+        _ => {
+            let mut next = status.clone();
+            if let Some(error) = annotation(cluster, ANNOTATION_FAIL_RESTORE) {
+                next["state"] = json!("error");
+                next["error"] = json!(error);
+            } else if annotation(cluster, ANNOTATION_HANG_RESTORE) == Some("true") {
+                return None;
+            } else {
+                next["state"] = json!("ready");
+                next["completed"] = json!(now);
+            }
+            next["lastTransition"] = json!(now);
+            Some(next)
+        }
+    }
+}
+
 /// Runs the simulator forever.
 pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow::Result<()> {
     crate::cluster_backups::run(
@@ -130,6 +182,11 @@ pub async fn run(client: kube::Client, readiness: runtime::Readiness) -> anyhow:
             backups: ApiResource::erase::<PerconaServerMongoDBBackup>(&()),
             cluster_status,
             backup_status: |backup, cluster| backup_status(backup, cluster, &now()),
+            restores: crate::cluster_backups::Restores {
+                kind: ApiResource::erase::<PerconaServerMongoDBRestore>(&()),
+                cluster_field: "clusterName",
+                status: |restore, cluster| restore_status(restore, cluster, &now()),
+            },
         },
     )
     .await
@@ -199,6 +256,73 @@ mod tests {
         assert_eq!(
             backup_status(&backup(json!({})), Some(&disabled), NOW).unwrap()["error"],
             "backups are disabled for the cluster"
+        );
+    }
+
+    fn restore(pitr: Value) -> Value {
+        json!({"metadata": {"name": "rj-abcde", "namespace": "t"},
+               "spec": {"clusterName": "mongodb-m", "pitr": pitr,
+                        "backupSource": {"type": "logical", "destination": "s3://bk/t/m/x"}}})
+    }
+
+    fn walk_restore(r: &Value, c: Option<&Value>) -> Vec<Value> {
+        let mut r = r.clone();
+        let mut seen = Vec::new();
+        while let Some(s) = restore_status(&r, c, NOW) {
+            r["status"] = s.clone();
+            seen.push(s);
+            assert!(seen.len() < 10, "converges");
+        }
+        seen
+    }
+
+    #[test]
+    fn a_restore_runs_to_ready_or_error() {
+        let states = walk_restore(&restore(Value::Null), Some(&cluster(json!({}))));
+        let names: Vec<&str> = states
+            .iter()
+            .map(|s| s["state"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["requested", "running", "ready"]);
+        assert_eq!(states[2]["completed"], NOW);
+        assert_eq!(states[1].get("pitrTarget"), None);
+        let pitr = walk_restore(
+            &restore(json!({"type": "date", "date": "2026-01-01 00:00:00"})),
+            Some(&cluster(json!({}))),
+        );
+        assert_eq!(pitr[1]["pitrTarget"], "2026-01-01 00:00:00");
+        let failing = walk_restore(
+            &restore(Value::Null),
+            Some(&cluster(
+                json!({ANNOTATION_FAIL_RESTORE: "pbm: restore failed"}),
+            )),
+        );
+        let last = failing.last().unwrap();
+        assert_eq!(
+            (last["state"].as_str(), last["error"].as_str()),
+            (Some("error"), Some("pbm: restore failed"))
+        );
+        let hung = walk_restore(
+            &restore(Value::Null),
+            Some(&cluster(json!({ANNOTATION_HANG_RESTORE: "true"}))),
+        );
+        assert_eq!(hung.last().unwrap()["state"], "running");
+        let missing = walk_restore(&restore(Value::Null), None);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(
+            missing[0]["error"],
+            "get cluster: perconaservermongodbs.psmdb.percona.com \"mongodb-m\" not found"
+        );
+        let controls_of_backups = walk_restore(
+            &restore(Value::Null),
+            Some(&cluster(
+                json!({ANNOTATION_FAIL_BACKUP: "x", ANNOTATION_HANG: "true"}),
+            )),
+        );
+        assert_eq!(
+            controls_of_backups.last().unwrap()["state"],
+            "ready",
+            "backup controls leave restores alone"
         );
     }
 }

@@ -6,7 +6,8 @@
 //! otherwise. Both the BSLs and the Secrets are watched, so the phase follows a Secret appearing or
 //! disappearing at once. Only key names of Secrets are kept in memory.
 //!
-//! Backups (the phases Velero's backup controller and data mover go through):
+//! Backups (the phases Velero's backup controller and data mover go through), and Restores (the
+//! restore controller's phases):
 //!
 //! ```text
 //!  "" ─► InProgress (startTimestamp, expiration = start + ttl)
@@ -15,6 +16,9 @@
 //!     ─► otherwise Completed
 //!  DataUpload: "" ─► Accepted ─► Prepared ─► InProgress ─► Completed │ Failed (message)
 //!  DeleteBackupRequest ─► the Backup and its DataUploads deleted ─► Processed
+//!  Restore: "" ─► backup missing ─► FailedValidation (validationErrors)
+//!              ─► InProgress (startTimestamp) ─► Completed (completionTimestamp, progress)
+//!                                             │ Failed (failureReason) │ stays InProgress
 //! ```
 //!
 //! What a backup selects is read the way Cozystack's strategies select it: the `VMInstance` and
@@ -24,8 +28,12 @@
 //! application): [`crate::cnpg::ANNOTATION_FAIL_BACKUP`] (the backup ends `Failed` with the value as
 //! `failureReason`), [`crate::cnpg::ANNOTATION_HANG`] (`"true"`: it stays `InProgress`),
 //! [`ANNOTATION_FAIL_DATA_UPLOAD`] (on a VMDisk, or a VMInstance for all its disks: their
-//! DataUploads fail with the value as message, the backup ends `PartiallyFailed`). Every
-//! transition is one write; the next follows the watch event of that write (no timers).
+//! DataUploads fail with the value as message, the backup ends `PartiallyFailed`). Restore controls
+//! sit on the Velero Backup a Restore names: [`crate::cnpg::ANNOTATION_FAIL_RESTORE`] (the restore
+//! ends `Failed` with the value as `failureReason`), [`crate::cnpg::ANNOTATION_HANG_RESTORE`]
+//! (`"true"`: it stays `InProgress`). A restore moves phases only: no object is recreated and no
+//! data is downloaded. Every transition is one write; the next follows the watch event of that
+//! write (no timers).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -33,7 +41,7 @@ use std::sync::Arc;
 use api::contract::labels;
 use api::thirdparty::apps::{VMDisk, VMInstance};
 use api::thirdparty::velero::v2alpha1::DataUpload;
-use api::thirdparty::velero::{Backup, BackupStorageLocation, DeleteBackupRequest};
+use api::thirdparty::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, Restore};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
@@ -41,7 +49,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::cache::{Cache, Key, spawn_sanitized_watches, spawn_watches};
-use crate::cnpg::{ANNOTATION_FAIL_BACKUP, ANNOTATION_HANG};
+use crate::cnpg::{
+    ANNOTATION_FAIL_BACKUP, ANNOTATION_FAIL_RESTORE, ANNOTATION_HANG, ANNOTATION_HANG_RESTORE,
+};
 use crate::conditions::write_status;
 
 /// Field manager of the simulated Velero.
@@ -469,16 +479,58 @@ pub fn upload_next(
 }
 
 /// Runs the Backup, DataUpload and DeleteBackupRequest part of the simulated Velero forever.
+/// The next status of a Velero Restore given the Backup it names (`None`: missing); `None` when
+/// there is nothing to do.
+pub fn restore_next(
+    restore: &Value,
+    backup: Option<&Value>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Value> {
+    let status = &restore["status"];
+    match status["phase"].as_str().unwrap_or_default() {
+        "" | "New" => Some(match backup {
+            None => json!({"phase": "FailedValidation", "validationErrors": [format!(
+                "Error retrieving backup: backups.velero.io {:?} not found",
+                restore["spec"]["backupName"].as_str().unwrap_or_default()
+            )]}),
+            Some(_) => json!({"phase": "InProgress", "startTimestamp": rfc3339(now)}),
+        }),
+        "InProgress" => {
+            let mut next = status.clone();
+            next["completionTimestamp"] = json!(rfc3339(now));
+            match backup.and_then(|b| annotation(b, ANNOTATION_FAIL_RESTORE)) {
+                Some(reason) => {
+                    next["phase"] = json!("Failed");
+                    next["failureReason"] = json!(reason);
+                }
+                None if backup.and_then(|b| annotation(b, ANNOTATION_HANG_RESTORE))
+                    == Some("true") =>
+                {
+                    return None;
+                }
+                None => {
+                    next["phase"] = json!("Completed");
+                    next["progress"] = json!({"itemsRestored": 1, "totalItems": 1});
+                }
+            }
+            Some(next)
+        }
+        _ => None,
+    }
+}
+
 async fn run_backups(client: kube::Client, readiness: runtime::Readiness) {
     let notify = Arc::new(Notify::new());
     let backups = Arc::new(Cache::default());
     let uploads = Arc::new(Cache::default());
     let deletes = Arc::new(Cache::default());
+    let restores = Arc::new(Cache::default());
     let vms = Arc::new(Cache::default());
     let disks = Arc::new(Cache::default());
     let backup_ar = ApiResource::erase::<Backup>(&());
     let upload_ar = ApiResource::erase::<DataUpload>(&());
     let delete_ar = ApiResource::erase::<DeleteBackupRequest>(&());
+    let restore_ar = ApiResource::erase::<Restore>(&());
     spawn_watches(
         &client,
         &readiness,
@@ -491,6 +543,7 @@ async fn run_backups(client: kube::Client, readiness: runtime::Readiness) {
                 delete_ar.clone(),
                 "velero: watch DeleteBackupRequest",
             ),
+            (&restores, restore_ar.clone(), "velero: watch Restore"),
             (
                 &vms,
                 ApiResource::erase::<VMInstance>(&()),
@@ -550,6 +603,14 @@ async fn run_backups(client: kube::Client, readiness: runtime::Readiness) {
             let failure = data_upload_failure(&apps, disk);
             if let Some(status) = upload_next(upload, failure.as_deref(), now) {
                 write_status(&client, &upload_ar, FIELD_MANAGER, upload, status).await;
+            }
+        }
+        for ((ns, name), restore) in restores.snapshot() {
+            let backup_name = restore["spec"]["backupName"].as_str().unwrap_or_default();
+            let backup = backup_list.get(&(ns.clone(), backup_name.to_owned()));
+            if let Some(status) = restore_next(&restore, backup, now) {
+                tracing::info!(namespace = ns, name, phase = %status["phase"], "Restore");
+                write_status(&client, &restore_ar, FIELD_MANAGER, &restore, status).await;
             }
         }
         for ((ns, _), request) in deletes.snapshot() {
@@ -813,5 +874,37 @@ mod tests {
         );
         let selected = selected_apps(&b, &vms, &disks);
         assert_eq!(drive(&mut b, &selected), ["InProgress"]);
+    }
+
+    #[test]
+    fn restores_complete_fail_or_hang_by_their_backup() {
+        let now = chrono::Utc::now();
+        let restore = |status: Value| {
+            json!({"metadata": {"name": "t.rj-x1", "namespace": "cozy-velero"},
+                   "spec": {"backupName": "t.bj-x1"}, "status": status})
+        };
+        let backup = |annotations: Value| json!({"metadata": {"name": "t.bj-x1", "annotations": annotations}});
+        let missing = restore_next(&restore(json!({})), None, now).unwrap();
+        assert_eq!(missing["phase"], "FailedValidation");
+        assert_eq!(
+            missing["validationErrors"][0],
+            "Error retrieving backup: backups.velero.io \"t.bj-x1\" not found"
+        );
+        let plain = backup(json!({}));
+        let started = restore_next(&restore(json!({})), Some(&plain), now).unwrap();
+        assert_eq!(started["phase"], "InProgress");
+        assert_eq!(started["startTimestamp"], rfc3339(now));
+        let done = restore_next(&restore(started.clone()), Some(&plain), now).unwrap();
+        assert_eq!(done["phase"], "Completed");
+        assert_eq!(restore_next(&restore(done), Some(&plain), now), None);
+        let failing = backup(json!({ANNOTATION_FAIL_RESTORE: "DataDownload failed"}));
+        let failed = restore_next(&restore(started.clone()), Some(&failing), now).unwrap();
+        assert_eq!(
+            (failed["phase"].as_str(), failed["failureReason"].as_str()),
+            (Some("Failed"), Some("DataDownload failed"))
+        );
+        assert_eq!(restore_next(&restore(failed), Some(&failing), now), None);
+        let hanging = backup(json!({ANNOTATION_HANG_RESTORE: "true"}));
+        assert_eq!(restore_next(&restore(started), Some(&hanging), now), None);
     }
 }
