@@ -275,12 +275,27 @@ impl Context {
 
     /// Publishes an Event on the job (best effort: a failure is logged, never fatal).
     pub async fn event(&self, job: &RestoreJob, type_: EventType, reason: &str, note: &str) {
+        self.event_about(job, type_, reason, note, None).await;
+    }
+
+    /// Publishes an Event on the job about the object `related` (its `related` field). The
+    /// recorder folds Events with the same type, reason and related object into one series (a
+    /// later note only raises the count), so the Events of different objects (the HelmRelease,
+    /// each PVC, the Cluster) name them to stay apart.
+    pub async fn event_about(
+        &self,
+        job: &RestoreJob,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
             note: Some(truncate(note, 1024)),
             action: "Restore".into(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&event, &job.object_ref(&())).await {
             tracing::debug!(error = %e, "could not publish an Event");

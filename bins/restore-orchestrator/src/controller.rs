@@ -23,7 +23,7 @@ use api::backups::{Backup, RestoreJob, RestoreJobStatus};
 use api::contract::{finalizers, phases};
 use drivers::restore::cnpg::LogRead;
 use drivers::restore::{self, Action, Cleanup, Driver, Event, ObjectRef, Step};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
@@ -197,12 +197,12 @@ async fn execute(
             events,
             requeue,
         } => {
-            record(ctx, job, &events).await;
+            record(ctx, job, &events, None).await;
             write(ctx, job, status, driver, now).await?;
             Ok(Next::Stop(wake(requeue)))
         }
         Step::Wait { events, requeue } => {
-            record(ctx, job, &events).await;
+            record(ctx, job, &events, None).await;
             Ok(Next::Stop(wake(requeue)))
         }
         Step::Act {
@@ -211,11 +211,12 @@ async fn execute(
             on_error,
         } => {
             let announced = !events.is_empty();
-            record(ctx, job, &events).await;
+            record(ctx, job, &events, Some(&action)).await;
             match perform(ctx, &action).await? {
                 Done::Performed(note) => {
                     if let (false, Some((reason, note))) = (announced, note) {
-                        ctx.event(job, EventType::Normal, reason, &note).await;
+                        ctx.event_about(job, EventType::Normal, reason, &note, related(&action))
+                            .await;
                     }
                 }
                 Done::Logs(logs) => carry.logs = Some(logs),
@@ -462,13 +463,42 @@ async fn finalize(ctx: &Context, job: &RestoreJob, cleanups: Vec<Cleanup>) -> Re
     .map(|_| ())
 }
 
-async fn record(ctx: &Context, job: &RestoreJob, events: &[Event]) {
+async fn record(ctx: &Context, job: &RestoreJob, events: &[Event], about: Option<&Action>) {
     for e in events {
         let type_ = match e.type_ {
             restore::EventType::Normal => EventType::Normal,
             restore::EventType::Warning => EventType::Warning,
         };
-        ctx.event(job, type_, e.reason, &e.note).await;
+        ctx.event_about(job, type_, e.reason, &e.note, about.and_then(related))
+            .await;
+    }
+}
+
+/// The object an action works on, as an Event's related object.
+fn related(action: &Action) -> Option<ObjectReference> {
+    let of = |r: &restore::ObjectRef| ObjectReference {
+        api_version: Some(r.api_version.to_owned()),
+        kind: Some(r.kind.to_owned()),
+        namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
+        name: Some(r.name.clone()),
+        ..Default::default()
+    };
+    match action {
+        Action::SetSuspend { release, .. } => Some(of(release)),
+        Action::MergePatch { target, .. } => Some(of(target)),
+        Action::Delete(target) => Some(of(target)),
+        Action::Create(body) => {
+            let s = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+            let meta = &body["metadata"];
+            Some(ObjectReference {
+                api_version: s(&body["apiVersion"]),
+                kind: s(&body["kind"]),
+                namespace: s(&meta["namespace"]),
+                name: s(&meta["name"]).or_else(|| s(&meta["generateName"])),
+                ..Default::default()
+            })
+        }
+        Action::DeleteAll(_) | Action::ReadLogs { .. } => None,
     }
 }
 

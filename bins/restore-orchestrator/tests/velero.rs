@@ -353,8 +353,8 @@ async fn velero_restores_in_place_and_to_a_copy_fail_hang_and_refuse_bad_options
             .await
             .is_none()
     );
-    // The Events (the orchestrator's recorder folds same-reason Events of a job into one series
-    // that keeps the first note, so only the first preparation step's note is listed).
+    // The Events: one per preparation step (each names the object it is about, so none is folded
+    // into another's series).
     let notes: Vec<String> = p
         .events(TENANT, "in-place")
         .await
@@ -363,10 +363,18 @@ async fn velero_restores_in_place_and_to_a_copy_fail_hang_and_refuse_bad_options
         .collect();
     for want in [
         "PrepareForRestore: Suspended HelmRelease vm-instance-web",
+        "PrepareForRestore: Deleted DataVolume vm-disk-web-root",
+        "PrepareForRestore: Pre-restore preparation complete",
         "VeleroRestoreCreated: Created Velero Restore cozy-velero/tenant-acme.in-place-",
     ] {
         assert!(notes.iter().any(|n| n == want), "{want} in {notes:?}");
     }
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "PrepareForRestore: Keep old PVC vm-disk-web-root as vm-disk-web-root-orig-"
+        )),
+        "{notes:?}"
+    );
 
     // The resource modifiers: claim adoption, and the VM keeps its recorded addresses.
     assert_eq!(
