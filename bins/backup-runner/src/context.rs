@@ -3,7 +3,6 @@
 //! status with an optimistic-concurrency precondition, server-side applies, creates).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use api::backups::{BackupClass, BackupJob, BackupJobStatus};
 use api::contract::labels;
@@ -12,62 +11,13 @@ use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
-use runtime::{Backoff, ControllerMetrics, ErrorClass, Readiness, ReconcileError, WorkLeaseKeeper};
+use runtime::{Backoff, ControllerMetrics, Readiness, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 
 use crate::args::RunnerArgs;
 
-/// Errors of a reconcile. Messages never carry credential values (drivers read none).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{action} {object}: {source}")]
-    Api {
-        /// What was attempted.
-        action: &'static str,
-        /// The object.
-        object: String,
-        /// Cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// Someone else wrote the job between our read and our write (another replica after a
-    /// lease change, the projector, a user): re-read and decide again.
-    #[error("BackupJob {0} changed since it was read")]
-    Conflict(String),
-    /// The lease service did not answer.
-    #[error("work lease: {0}")]
-    Lease(#[from] lease::LeaseError),
-}
-
-impl ReconcileError for Error {
-    fn kind(&self) -> &'static str {
-        match self {
-            Error::Api { .. } => "api",
-            Error::Conflict(_) => "conflict",
-            Error::Lease(_) => "lease",
-        }
-    }
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Transient
-    }
-    fn retry_delay(&self) -> Option<Duration> {
-        matches!(self, Error::Conflict(_)).then_some(Duration::from_millis(100))
-    }
-}
-
-/// Shorthand for API errors.
-pub fn api_err(
-    action: &'static str,
-    object: impl Into<String>,
-) -> impl FnOnce(kube::Error) -> Error {
-    let object = object.into();
-    move |source| Error::Api {
-        action,
-        object,
-        source,
-    }
-}
+/// Errors of a reconcile (shared with the other work-leased controller).
+pub use runtime::work::{WorkError as Error, api_err};
 
 /// The caches the runner reads (all fed by the runtime's watches; writes go to the API).
 pub struct Caches {
@@ -206,7 +156,7 @@ impl Context {
         {
             Ok(updated) => Ok(updated),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                Err(Error::Conflict(format!("{ns}/{name}")))
+                Err(Error::Conflict(format!("BackupJob {ns}/{name}")))
             }
             Err(source) => Err(Error::Api {
                 action: "write status of",

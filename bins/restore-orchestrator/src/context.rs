@@ -9,7 +9,6 @@
 //! next to the minutes a recovery takes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use api::backups::{RestoreJob, RestoreJobStatus};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -17,64 +16,14 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
-use runtime::{Backoff, ControllerMetrics, ErrorClass, Readiness, ReconcileError, WorkLeaseKeeper};
+use runtime::{Backoff, ControllerMetrics, Readiness, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 
 use crate::args::OrchestratorArgs;
 
-/// Errors of a reconcile that are retried. Refusals of a restore's own actions are not errors:
-/// they fail the job with an explained status. Messages never carry credential values (nothing
-/// here reads a Secret).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed in a way worth retrying (unreachable, overloaded, server error).
-    #[error("{action} {object}: {source}")]
-    Api {
-        /// What was attempted.
-        action: &'static str,
-        /// The object.
-        object: String,
-        /// Cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// Someone else wrote the job between our read and our write (another replica after a
-    /// lease change, the projector, a user): re-read and decide again.
-    #[error("RestoreJob {0} changed since it was read")]
-    Conflict(String),
-    /// The lease service did not answer.
-    #[error("work lease: {0}")]
-    Lease(#[from] lease::LeaseError),
-}
-
-impl ReconcileError for Error {
-    fn kind(&self) -> &'static str {
-        match self {
-            Error::Api { .. } => "api",
-            Error::Conflict(_) => "conflict",
-            Error::Lease(_) => "lease",
-        }
-    }
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Transient
-    }
-    fn retry_delay(&self) -> Option<Duration> {
-        matches!(self, Error::Conflict(_)).then_some(Duration::from_millis(100))
-    }
-}
-
-/// Shorthand for API errors.
-pub fn api_err(
-    action: &'static str,
-    object: impl Into<String>,
-) -> impl FnOnce(kube::Error) -> Error {
-    let object = object.into();
-    move |source| Error::Api {
-        action,
-        object,
-        source,
-    }
-}
+/// Errors of a reconcile that are retried (shared with the other work-leased controller).
+/// Refusals of a restore's own actions are not errors: they fail the job with an explained status.
+pub use runtime::work::{WorkError as Error, api_err};
 
 /// Whether the API server refused a request for good (a 4xx other than a conflict or a rate
 /// limit): the restore fails with the refusal instead of retrying it forever.
@@ -248,7 +197,7 @@ impl Context {
         match result {
             Ok(updated) => Ok(updated),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                Err(Error::Conflict(format!("{ns}/{name}")))
+                Err(Error::Conflict(format!("RestoreJob {ns}/{name}")))
             }
             Err(source) => Err(Error::Api {
                 action,

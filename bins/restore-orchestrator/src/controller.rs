@@ -535,8 +535,10 @@ async fn fence(ctx: &Context, job: RestoreJob, token: u64) -> Result<RestoreJob,
     {
         Ok(runtime::Fence::Current) => Ok(job),
         Ok(runtime::Fence::Recorded(updated)) => Ok(updated),
-        Ok(runtime::Fence::Stale) => Err(Error::Conflict(format!("{ns}/{name}"))),
-        Err(kube::Error::Api(e)) if e.code == 409 => Err(Error::Conflict(format!("{ns}/{name}"))),
+        Ok(runtime::Fence::Stale) => Err(Error::Conflict(format!("RestoreJob {ns}/{name}"))),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            Err(Error::Conflict(format!("RestoreJob {ns}/{name}")))
+        }
         Err(source) => Err(Error::Api {
             action: "record the lease token on",
             object: format!("RestoreJob {ns}/{name}"),

@@ -45,6 +45,61 @@ impl Held {
     }
 }
 
+/// The errors of a reconcile that drives an object under a work lease (the backup-runner's
+/// BackupJobs, the restore-orchestrator's RestoreJobs). All are transient. Messages never carry
+/// credential values.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkError {
+    /// An API call failed.
+    #[error("{action} {object}: {source}")]
+    Api {
+        /// What was attempted.
+        action: &'static str,
+        /// The object.
+        object: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Someone else wrote the object between our read and our write (another replica after a
+    /// lease change, another daemon, a user): re-read and decide again (at once). The text names
+    /// the object (`BackupJob ns/name`).
+    #[error("{0} changed since it was read")]
+    Conflict(String),
+    /// The lease service did not answer.
+    #[error("work lease: {0}")]
+    Lease(#[from] LeaseError),
+}
+
+impl crate::ReconcileError for WorkError {
+    fn kind(&self) -> &'static str {
+        match self {
+            WorkError::Api { .. } => "api",
+            WorkError::Conflict(_) => "conflict",
+            WorkError::Lease(_) => "lease",
+        }
+    }
+    fn class(&self) -> crate::ErrorClass {
+        crate::ErrorClass::Transient
+    }
+    fn retry_delay(&self) -> Option<std::time::Duration> {
+        matches!(self, WorkError::Conflict(_)).then_some(std::time::Duration::from_millis(100))
+    }
+}
+
+/// Shorthand for [`WorkError::Api`]: `.map_err(api_err("get", "Backup ns/name"))`.
+pub fn api_err(
+    action: &'static str,
+    object: impl Into<String>,
+) -> impl FnOnce(kube::Error) -> WorkError {
+    let object = object.into();
+    move |source| WorkError::Api {
+        action,
+        object,
+        source,
+    }
+}
+
 /// The outcome of [`WorkLeaseKeeper::fence`].
 #[derive(Debug)]
 pub enum Fence<K> {
