@@ -20,6 +20,54 @@ impl<K> Fixture for K where
 }
 
 impl Harness {
+    /// Creates BackupClass `name` routing `app_kind` (in `apps.cozystack.io`) to the strategy
+    /// `strategy_kind`/`strategy` with `parameters`.
+    pub async fn backup_class(
+        &self,
+        name: &str,
+        app_kind: &str,
+        strategy_kind: &str,
+        strategy: &str,
+        parameters: &[(&str, &str)],
+    ) {
+        let class = api::backups::BackupClass::test(name)
+            .route_to(
+                app_kind,
+                api::contract::groups::STRATEGY,
+                strategy_kind,
+                strategy,
+                parameters,
+            )
+            .build();
+        self.create_cluster(&class).await;
+    }
+
+    /// The Events about object `name` in `namespace` (any kind): `(type, reason, note)`, oldest
+    /// first.
+    pub async fn events_about(&self, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client(), namespace);
+        let mut events: Vec<_> = api
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("list Events in {namespace}: {e}"))
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect();
+        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
     /// Creates a namespaced object in `namespace` (its own namespace field is overridden).
     pub async fn create<K>(&self, namespace: &str, obj: &K) -> K
     where

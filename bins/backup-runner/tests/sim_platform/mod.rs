@@ -283,27 +283,7 @@ impl Platform {
 
     /// The Events about the job `(type, reason, note)`, oldest first.
     pub(crate) async fn events(&self, job: &str) -> Vec<(String, String, String)> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.h.client(), TENANT);
-        let mut events: Vec<_> = api
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(job))
-            .collect();
-        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
-        events
-            .into_iter()
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
-            .collect()
+        self.h.events_about(TENANT, job).await
     }
 
     /// Waits for an Event about the job with `reason`, returning its note.

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use api::backups::{Backup, BackupClass, BackupJob};
+use api::backups::{Backup, BackupJob};
 use harness::{Admin, DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
@@ -47,16 +47,8 @@ pub async fn class(
     strategy: &str,
     parameters: &[(&str, &str)],
 ) {
-    let class = BackupClass::test(name)
-        .route_to(
-            app_kind,
-            api::contract::groups::STRATEGY,
-            strategy_kind,
-            strategy,
-            parameters,
-        )
-        .build();
-    h.create_cluster(&class).await;
+    h.backup_class(name, app_kind, strategy_kind, strategy, parameters)
+        .await;
 }
 
 /// Creates BackupJob `name` in `ns` for `kind`/`app` through `class`.

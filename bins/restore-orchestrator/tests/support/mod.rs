@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use api::backups::{Backup, BackupClass, BackupJob, RestoreJob};
+use api::backups::{Backup, BackupJob, RestoreJob};
 use harness::dataplane::apply;
 use harness::{DaemonSpec, Harness, eventually_within};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -250,16 +250,9 @@ impl Platform {
         strategy: &str,
         parameters: &[(&str, &str)],
     ) {
-        let class = BackupClass::test(name)
-            .route_to(
-                app_kind,
-                api::contract::groups::STRATEGY,
-                strategy_kind,
-                strategy,
-                parameters,
-            )
-            .build();
-        self.h.create_cluster(&class).await;
+        self.h
+            .backup_class(name, app_kind, strategy_kind, strategy, parameters)
+            .await;
     }
 
     /// An application of `kind` (`apps.cozystack.io/v1alpha1`) in the tenant namespace.
@@ -413,27 +406,7 @@ impl Platform {
 
     /// The Events about RestoreJob `job` in `namespace`: `(type, reason, note)`, oldest first.
     pub async fn events(&self, namespace: &str, job: &str) -> Vec<(String, String, String)> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.h.client(), namespace);
-        let mut events: Vec<_> = api
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(job))
-            .collect();
-        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
-        events
-            .into_iter()
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
-            .collect()
+        self.h.events_about(namespace, job).await
     }
 
     /// Waits for an Event about `job` with `reason`; returns `(type, note)`.
