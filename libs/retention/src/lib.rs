@@ -24,6 +24,9 @@
 //! counted nor decided; no rule can break a floor; a Backup that no Plan governs is deleted only
 //! when it failed and outlived the failed-backup TTL; the result is deterministic in its inputs
 //! (sorting by time, then creation time, then name, settles ties).
+//!
+//! The semantics, the choices behind them and what the daemon does with a [`Sweep`] are in
+//! `docs/retention.md`.
 
 pub mod attribution;
 pub mod cnpg;
