@@ -37,7 +37,7 @@ pub mod policy;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::backups::{Backup, BackupJob, Plan, RestoreJob};
@@ -284,8 +284,9 @@ pub fn decide(observed: &Observed<'_>, config: &Config, now: DateTime<Utc>) -> S
     let floors = floors::Floors::new(observed);
     let mut decisions: Vec<Decision> = Vec::new();
     let mut outcomes: Vec<PlanOutcome> = Vec::new();
-    // Plans whose objects this sweep must not delete (invalid policy).
-    let mut frozen: BTreeSet<String> = BTreeSet::new();
+    // Plans whose objects this sweep must not delete: an invalid policy (`false`, nothing to
+    // report per object) or a refusal (`true`, each held-back failure is reported).
+    let mut frozen: BTreeMap<String, bool> = BTreeMap::new();
     let mut keep_failed: BTreeMap<String, usize> = BTreeMap::new();
 
     let mut plans: Vec<&Plan> = observed
@@ -313,7 +314,7 @@ pub fn decide(observed: &Observed<'_>, config: &Config, now: DateTime<Utc>) -> S
         let (policy, zone) = match parsed {
             Ok(v) => v,
             Err(e) => {
-                frozen.insert(plan_name.clone());
+                frozen.insert(plan_name.clone(), false);
                 outcomes.push(PlanOutcome {
                     events: vec![Event::warning(
                         reasons::INVALID_RETENTION_POLICY,
@@ -447,7 +448,7 @@ pub fn decide(observed: &Observed<'_>, config: &Config, now: DateTime<Utc>) -> S
                 .events
                 .push(Event::warning(reasons::RETENTION_REFUSED, note));
             outcome.refusal = Some(refusal);
-            frozen.insert(plan_name.clone());
+            frozen.insert(plan_name.clone(), true);
         }
         outcome.object_store_retention = cnpg::object_store_retention(
             plan,
@@ -516,7 +517,7 @@ fn failed(
     observed: &Observed<'_>,
     plans: &[&Plan],
     floors: &floors::Floors,
-    frozen: &BTreeSet<String>,
+    frozen: &BTreeMap<String, bool>,
     keep_failed: &BTreeMap<String, usize>,
     ttl: Duration,
     now: DateTime<Utc>,
@@ -581,9 +582,11 @@ fn failed(
     failures.sort_by(|a, b| (b.time, b.name).cmp(&(a.time, a.name)));
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for f in &failures {
-        if f.plan.as_ref().is_some_and(|p| frozen.contains(p)) {
-            continue;
-        }
+        let refused = match f.plan.as_ref().and_then(|p| frozen.get(p)) {
+            Some(false) => continue,
+            Some(true) => true,
+            None => false,
+        };
         let rank = f.plan.as_deref().map(|p| {
             let n = seen.entry(p).or_default();
             *n += 1;
@@ -625,6 +628,14 @@ fn failed(
                 ObjectKind::BackupJob => None,
             };
             let (verdict, reason, message) = match (keep, floor) {
+                _ if refused => (
+                    Verdict::Keep,
+                    reasons::RETENTION_REFUSED,
+                    format!(
+                        "{what}, but kept: the retention of Plan {} is refused in this sweep",
+                        f.plan.as_deref().unwrap_or_default()
+                    ),
+                ),
                 (_, Some((floor, why))) => {
                     (Verdict::Keep, floor, format!("{what}, but kept: {why}"))
                 }

@@ -426,7 +426,17 @@ fn the_refusal_holds_back_the_plans_failures_too() {
     };
     let s = w.sweep(&Config::default());
     assert_eq!(s.candidates().count(), 0);
-    assert!(s.decisions.iter().all(|d| d.kind == ObjectKind::Backup));
+    let last = s.decisions.last().unwrap();
+    assert_eq!(
+        (last.kind, last.verdict, last.reason),
+        (ObjectKind::BackupJob, Keep, r::RETENTION_REFUSED)
+    );
+    assert!(
+        last.message
+            .ends_with("but kept: the retention of Plan nightly is refused in this sweep"),
+        "{}",
+        last.message
+    );
 }
 
 #[test]
