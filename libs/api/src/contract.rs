@@ -278,6 +278,35 @@ pub mod event_reasons {
     pub const SAFETY_BACKUP_FAILED: &str = "SafetyBackupFailed";
     /// Strategy renderer: its configuration ConfigMap was rejected.
     pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+
+    // Retention (ours): why the retention-cleaner deleted, kept or deferred an object.
+    /// A Plan's successful Backup that no retention rule keeps was deleted.
+    pub const RETENTION_EXPIRED: &str = "RetentionExpired";
+    /// A Plan's successful Backup older than the policy's `maxAge` was deleted.
+    pub const MAX_AGE_EXCEEDED: &str = "MaxAgeExceeded";
+    /// A failed BackupJob or failed Backup older than the failed-backup TTL was deleted.
+    pub const FAILED_BACKUP_EXPIRED: &str = "FailedBackupExpired";
+    /// Kept by a rule of the Plan's retention policy (`keepLast`, `keepDaily`, …).
+    pub const KEPT_BY_POLICY: &str = "KeptByPolicy";
+    /// Kept although past the failed-backup TTL: among the Plan's newest `keepFailed` failures.
+    pub const KEPT_FAILED: &str = "KeptFailed";
+    /// Floor: the newest successful Backup of a Plan is never deleted.
+    pub const KEPT_NEWEST_SUCCESS: &str = "KeptNewestSuccess";
+    /// Floor: a RestoreJob that has not finished names this Backup.
+    pub const KEPT_REFERENCED_BY_RESTORE: &str = "KeptReferencedByRestore";
+    /// Floor (CNPG): a running point-in-time restore needs this base backup to reach its target.
+    pub const KEPT_RECOVERY_WINDOW: &str = "KeptRecoveryWindow";
+    /// Mass-deletion protection: a Plan's policy would delete too large a share of its successful
+    /// Backups at once, so nothing of that Plan is deleted.
+    pub const RETENTION_REFUSED: &str = "RetentionRefused";
+    /// Mass-deletion protection: over the per-namespace limit of one sweep; left for the next.
+    pub const RETENTION_DEFERRED: &str = "RetentionDeferred";
+    /// A Plan's retention policy (or the schedule whose time zone it needs) is not valid; nothing
+    /// of that Plan is deleted.
+    pub const INVALID_RETENTION_POLICY: &str = "InvalidRetentionPolicy";
+    /// FoundationDB: no Backup of the cluster remains, so its FoundationDBBackup (and the
+    /// streaming `backup_agent`) was stopped.
+    pub const FOUNDATIONDB_BACKUP_STOPPED: &str = "FoundationDBBackupStopped";
 }
 
 /// Strategy kinds, in the order upstream's `supportedBackupStrategyKinds()` returns them (the order
