@@ -126,6 +126,11 @@ async fn only_the_leader_patches() {
         annotation().await.as_deref() == Some(first.as_str())
     })
     .await;
+    // The audit log records a request just after the object is stored: wait for the record.
+    until("the audit record of the leader's patch", async || {
+        patches(&h, &ns) >= 1
+    })
+    .await;
     assert_eq!(patches(&h, &ns), 1);
 
     // Losing it again: a change is hashed but not written …
@@ -147,6 +152,10 @@ async fn only_the_leader_patches() {
     let second = appdef::config_hash_of(&appdef::list_all(&client).await.unwrap()).unwrap();
     until("the new leader's patch", async || {
         annotation().await.as_deref() == Some(second.as_str())
+    })
+    .await;
+    until("the audit record of the new leader's patch", async || {
+        patches(&h, &ns) >= 2
     })
     .await;
     assert_eq!(patches(&h, &ns), 2);
