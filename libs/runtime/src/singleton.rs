@@ -7,7 +7,8 @@
 //!  Trigger + trailing debounce ──(settled)─► Settled ──┤
 //!  safety tick ─────────────────────────► Tick ────────┼─► pass when: no debounce pending,
 //!  leadership won ──────────────────────► Leadership ──┤   the gate holds (e.g. caches synced),
-//!  transient error ─(exponential backoff)► Retry ──────┘   and this replica leads (or followers
+//!  a pass asked to be run again at T ───► Due ─────────┤   and this replica leads (or followers
+//!  transient error ─(exponential backoff)► Retry ──────┘
 //!                                                          evaluate too) ─► Evaluate::evaluate(pass)
 //!  elector ended ─► Err(ElectorClosed): the daemon exits non-zero and is restarted
 //! ```
@@ -39,6 +40,8 @@ pub enum Cause {
     Retry,
     /// This replica became the leader (or started as one).
     Leadership,
+    /// The time the previous pass asked for ([`Outcome::next_pass_in`]) came.
+    Due,
 }
 
 impl Cause {
@@ -50,6 +53,7 @@ impl Cause {
             Cause::Tick => "tick",
             Cause::Retry => "retry",
             Cause::Leadership => "leadership",
+            Cause::Due => "due",
         }
     }
 }
@@ -79,6 +83,12 @@ pub trait Outcome: std::fmt::Debug + Send {
     /// True when the pass did something worth an info line (a write, a state change).
     fn noteworthy(&self) -> bool {
         true
+    }
+
+    /// When the next pass is due even if nothing changes (work that becomes due with time, such
+    /// as an expiry); `None` leaves it to changes and the tick.
+    fn next_pass_in(&self) -> Option<std::time::Duration> {
+        None
     }
 }
 
@@ -275,6 +285,7 @@ impl Singleton {
         let mut leading = leadership.borrow_and_update().is_leading();
         let mut due = leading.then_some(Cause::Leadership);
         let mut retry_at: Option<Instant> = None;
+        let mut due_at: Option<Instant> = None;
         let mut tick = self.tick.map(|every| {
             let mut t = tokio::time::interval_at(Instant::now() + every, every);
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -296,7 +307,7 @@ impl Singleton {
                     cause,
                     leadership: leadership.clone(),
                 };
-                retry_at = self.pass(&mut work, &pass).await;
+                (retry_at, due_at) = self.pass(&mut work, &pass).await;
                 continue;
             }
             if !(leading || self.followers_evaluate) {
@@ -344,6 +355,10 @@ impl Singleton {
                     retry_at = None;
                     due.get_or_insert(Cause::Retry);
                 }
+                _ = sleep_until(due_at) => {
+                    due_at = None;
+                    due.get_or_insert(Cause::Due);
+                }
                 _ = async { match tick.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
                     due.get_or_insert(Cause::Tick);
                 }
@@ -351,8 +366,13 @@ impl Singleton {
         }
     }
 
-    /// Runs one pass; returns when to retry, if it failed transiently.
-    async fn pass<E: Evaluate>(&mut self, work: &mut E, pass: &Pass) -> Option<Instant> {
+    /// Runs one pass; returns when to retry, if it failed transiently, and when the pass asked to
+    /// run again, if it succeeded and asked.
+    async fn pass<E: Evaluate>(
+        &mut self,
+        work: &mut E,
+        pass: &Pass,
+    ) -> (Option<Instant>, Option<Instant>) {
         let timer = self.metrics.start();
         match work.evaluate(pass).await {
             Ok(outcome) => {
@@ -373,7 +393,7 @@ impl Singleton {
                         "pass done"
                     );
                 }
-                None
+                (None, outcome.next_pass_in().map(|d| Instant::now() + d))
             }
             Err(err) => {
                 timer.finish(Some(err.kind()));
@@ -384,11 +404,11 @@ impl Singleton {
                             .retry_delay()
                             .unwrap_or_else(|| self.backoff.next_delay());
                         tracing::warn!(r#loop = self.name, cause = pass.cause.as_str(), error = %err, ?source, retry_in = ?delay, "pass failed");
-                        Some(Instant::now() + delay)
+                        (Some(Instant::now() + delay), None)
                     }
                     ErrorClass::Permanent => {
                         tracing::warn!(r#loop = self.name, cause = pass.cause.as_str(), error = %err, ?source, "pass failed; waiting for a change");
-                        None
+                        (None, None)
                     }
                 }
             }

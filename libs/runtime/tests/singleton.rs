@@ -141,3 +141,53 @@ async fn a_transient_failure_is_retried() {
     task.await.unwrap().unwrap();
     assert_eq!(recorder.causes().len(), 3, "no retry after the success");
 }
+
+/// Asks for the next pass 20 ms after each of its first two passes, then for none.
+#[derive(Clone, Default)]
+struct Expiring {
+    causes: Arc<Mutex<Vec<Cause>>>,
+}
+
+#[derive(Debug)]
+struct Next(Option<Duration>);
+
+impl runtime::Outcome for Next {
+    fn next_pass_in(&self) -> Option<Duration> {
+        self.0
+    }
+}
+
+impl Evaluate for Expiring {
+    type Outcome = Next;
+    type Error = Flaky;
+    async fn evaluate(&mut self, pass: &Pass) -> Result<Next, Flaky> {
+        let mut causes = self.causes.lock().unwrap();
+        causes.push(pass.cause);
+        Ok(Next(
+            (causes.len() < 3).then_some(Duration::from_millis(20)),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_pass_can_ask_for_the_next_one() {
+    let work = Expiring::default();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(
+        Singleton::new("singleton-test", "due", LeaderElector::single_replica())
+            .run(work.clone(), shutdown.clone()),
+    );
+    until(
+        "two passes at the times the previous ones asked for",
+        || async { work.causes.lock().unwrap().len() == 3 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    shutdown.trigger();
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        *work.causes.lock().unwrap(),
+        [Cause::Leadership, Cause::Due, Cause::Due],
+        "no pass once none is asked for"
+    );
+}
