@@ -63,6 +63,13 @@ pub mod annotations {
     pub const FLUX_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
     /// Annotation on a Velero Backup with the JSON of the VM's underlying resources.
     pub const UNDERLYING_RESOURCES: &str = "backups.cozystack.io/underlying-resources";
+    /// Annotation on a CNPG ObjectStore: the barman `retentionPolicy` the strategy template asks
+    /// for, as the backup-runner last rendered it.
+    pub const TEMPLATE_RETENTION_POLICY: &str = "backups.cozystack.io/template-retention-policy";
+    /// Annotation on a CNPG ObjectStore: the shortest barman `retentionPolicy` that keeps every
+    /// base backup the catalog lists, as the retention-cleaner last computed it. The applied
+    /// `spec.retentionPolicy` is the longer of this and the template's.
+    pub const RETENTION_FLOOR: &str = "backups.cozystack.io/retention-floor";
 }
 
 /// Finalizers.

@@ -190,6 +190,52 @@ pub fn object_store(namespace: &str, cluster: &str, cluster_uid: &str, rendered:
     })
 }
 
+/// The length in days of a barman `retentionPolicy` (`30d`, `4w`, `6m`; a month counts as 31
+/// days, so comparisons err on the long side), `None` when it is not of that form.
+pub fn policy_days(text: &str) -> Option<u64> {
+    let unit = text.chars().last()?;
+    let n: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    n.checked_mul(match unit {
+        'd' => 1,
+        'w' => 7,
+        'm' => 31,
+        _ => return None,
+    })
+}
+
+/// The `retentionPolicy` an ObjectStore carries given the strategy template's value and the
+/// retention-cleaner's floor: the longer window. A floor that does not parse is ignored; a template
+/// value that does not parse is kept unless a floor replaces it. `None` when neither is set.
+pub fn effective_retention(template: Option<&str>, floor: Option<&str>) -> Option<String> {
+    let template = template.filter(|t| !t.is_empty());
+    let floor = floor.filter(|f| policy_days(f).is_some());
+    match (template, floor) {
+        (Some(t), Some(f)) if policy_days(t).is_some_and(|t| t >= policy_days(f).unwrap_or(0)) => {
+            Some(t.to_owned())
+        }
+        (_, Some(f)) => Some(f.to_owned()),
+        (t, None) => t.map(str::to_owned),
+    }
+}
+
+/// Completes an ObjectStore apply body with the retention the live ObjectStore's floor asks for:
+/// records the template's value in an annotation (the retention-cleaner merges with it) and sets
+/// `spec.retentionPolicy` to the longer of the two.
+pub fn with_retention_floor(mut store: Json, live: Option<&Json>) -> Json {
+    use api::contract::annotations::{RETENTION_FLOOR, TEMPLATE_RETENTION_POLICY};
+    let template = store["spec"]["retentionPolicy"].as_str().map(str::to_owned);
+    let floor = live.and_then(|l| l["metadata"]["annotations"][RETENTION_FLOOR].as_str());
+    store["metadata"]["annotations"] =
+        json!({TEMPLATE_RETENTION_POLICY: template.clone().unwrap_or_default()});
+    if let Some(policy) = effective_retention(template.as_deref(), floor) {
+        store["spec"]["retentionPolicy"] = json!(policy);
+    }
+    store
+}
+
 /// The Cluster apply body: only the barman-cloud plugin entry.
 pub fn cluster_plugins(namespace: &str, cluster: &str, server_name: &str) -> Json {
     let mut parameters = json!({"barmanObjectName": cluster});
@@ -350,6 +396,42 @@ pub fn recoverable_window(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_object_store_carries_the_longer_of_template_and_floor() {
+        let store = |retention: Option<&str>| {
+            let mut s = json!({"metadata": {"name": "postgres-db"}, "spec": {}});
+            if let Some(r) = retention {
+                s["spec"]["retentionPolicy"] = json!(r);
+            }
+            s
+        };
+        let live = |floor: &str| json!({"metadata": {"annotations": {"backups.cozystack.io/retention-floor": floor}}});
+        let cases = [
+            (Some("30d"), None, Some("30d")),
+            (Some("30d"), Some(live("45d")), Some("45d")),
+            (Some("30d"), Some(live("12d")), Some("30d")),
+            (Some("6w"), Some(live("42d")), Some("6w")),
+            (Some("6w"), Some(live("43d")), Some("43d")),
+            (None, Some(live("3d")), Some("3d")),
+            (None, Some(live("soon")), None),
+            (Some("bogus"), Some(live("3d")), Some("3d")),
+            (None, None, None),
+        ];
+        for (template, live, want) in cases {
+            let out = with_retention_floor(store(template), live.as_ref());
+            assert_eq!(
+                out["spec"]["retentionPolicy"].as_str(),
+                want,
+                "{template:?} {live:?}"
+            );
+            assert_eq!(
+                out["metadata"]["annotations"]["backups.cozystack.io/template-retention-policy"],
+                template.unwrap_or_default(),
+                "the template's own value is recorded"
+            );
+        }
+    }
     use pretty_assertions::assert_eq;
 
     #[test]

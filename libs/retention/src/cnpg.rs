@@ -48,28 +48,12 @@ impl ObjectStoreRetention {
     /// The value to apply given the strategy template's own `retentionPolicy`: the longer window
     /// (an unparsable template value is replaced).
     pub fn merged_with(&self, template: Option<&str>) -> String {
-        match template.and_then(policy_days) {
-            Some(days) if days >= self.days => template.unwrap_or_default().to_owned(),
-            _ => self.policy(),
-        }
+        drivers::cnpg::effective_retention(template, Some(&self.policy()))
+            .unwrap_or_else(|| self.policy())
     }
 }
 
-/// The length in days of a barman `retentionPolicy` (`30d`, `4w`, `6m`; a month counts as 31
-/// days, so the comparison errs on the long side), `None` when it is not of that form.
-pub fn policy_days(text: &str) -> Option<u64> {
-    let unit = text.chars().last()?;
-    let n: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
-    if n == 0 {
-        return None;
-    }
-    n.checked_mul(match unit {
-        'd' => 1,
-        'w' => 7,
-        'm' => 31,
-        _ => return None,
-    })
-}
+pub use drivers::cnpg::policy_days;
 
 /// Whole days from `oldest` to `now`, rounded up, plus [`MARGIN_DAYS`]; at least 1.
 pub fn window_days(oldest: DateTime<Utc>, now: DateTime<Utc>) -> u64 {

@@ -98,7 +98,10 @@ pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
         .unwrap_or_else(|| cluster_name.clone());
     let server_name = d::archive_server_name(cluster, &template_server);
     let uid = cluster["metadata"]["uid"].as_str().unwrap_or_default();
-    let store = d::object_store(&ns, &cluster_name, uid, &rendered);
+    let store = d::with_retention_floor(
+        d::object_store(&ns, &cluster_name, uid, &rendered),
+        o.object_store.as_ref(),
+    );
     if !o
         .object_store
         .as_ref()
