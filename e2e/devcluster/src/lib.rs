@@ -82,6 +82,12 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "restore-orchestrator",
         args: &[],
     },
+    // Applies Plan retention and deletes failed backups; the short TTL lets a newcomer watch the
+    // demo's failed BackupJob disappear (production default: 1440 minutes).
+    DaemonEntry {
+        bin: "retention-cleaner",
+        args: &["--failed-backup-ttl=15s", "--debounce=1s"],
+    },
     // Rolls cozy-system/cozystack-api (seeded below) when the set of ApplicationDefinitions changes.
     DaemonEntry {
         bin: "apidef-restarter",
@@ -288,6 +294,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         demo_restore(&emulator.client(), &args.pg_bin_dir, &orders_uri)
             .await
             .context("the demo point-in-time restore (examples/restorejob-pitr.yaml)")?;
+        demo_failed_cleanup(&emulator.client())
+            .await
+            .context("the demo failed-backup cleanup")?;
     }
     if args.check {
         println!("check passed");
@@ -581,6 +590,57 @@ pub async fn demo_restore(
         "  orders-db-copy rows: {}",
         String::from_utf8_lossy(&out.stdout).trim()
     );
+    Ok(())
+}
+
+/// The failed-backup cleanup: a BackupJob naming an application that does not exist fails at once;
+/// the retention-cleaner deletes it once it outlived the dev TTL and says why in an Event.
+pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
+    use api::backups::BackupJob;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{ListParams, PostParams};
+    let (ns, name) = (TENANT, "orders-db-typo");
+    let jobs: Api<BackupJob> = Api::namespaced(client.clone(), ns);
+    let job: BackupJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"backupClassName": "cozy-default", "applicationRef": {
+            "apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": "orders-dbb"}}}))?;
+    match jobs.create(&PostParams::default(), &job).await {
+        Ok(_) => {
+            let job = wait_terminal(&jobs, name, "backup-runner").await?;
+            let status = job.status.unwrap_or_default();
+            println!(
+                "Demo: BackupJob {ns}/{name} (application orders-dbb does not exist): {}: {}",
+                status.phase.unwrap_or_default(),
+                status.message.unwrap_or_default()
+            );
+        }
+        // Already there from an earlier run (or already cleaned up: then the Event shows).
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e).context("creating BackupJob orders-db-typo"),
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while jobs.get_opt(name).await?.is_some() {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "BackupJob {ns}/{name} was not cleaned up within 90s (see .dev/logs/retention-cleaner.log)"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let note = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|e| {
+            e.reason.as_deref() == Some(api::contract::event_reasons::FAILED_BACKUP_EXPIRED)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .and_then(|e| e.note)
+        .unwrap_or_default();
+    println!("  retention-cleaner deleted BackupJob {ns}/{name}: {note}");
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The dev control plane command works end to end: `devcluster --check` starts the emulator with
 //! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, runs the demo
-//! backup and the demo point-in-time restore to `Succeeded`, and exits 0.
+//! backup and the demo point-in-time restore to `Succeeded`, watches the retention-cleaner delete the
+//! demo's failed BackupJob, and exits 0.
 
 use std::process::Command;
 
@@ -43,6 +44,12 @@ fn check_mode_starts_everything_and_prints_next_steps() {
     );
     assert!(
         stdout.contains("orders-db-copy rows: alice,bob,carol,marker\n"),
+        "{stdout}"
+    );
+    // The failed-backup cleanup: the demo's failed BackupJob is deleted after the dev TTL, with an
+    // Event that says why.
+    assert!(
+        stdout.contains("retention-cleaner deleted BackupJob tenant-acme/orders-db-typo: failed BackupJob orders-db-typo ("),
         "{stdout}"
     );
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
