@@ -234,7 +234,7 @@ impl Context {
         let event = Event {
             type_,
             reason: reason.into(),
-            note: Some(truncate(note, 1024)),
+            note: Some(runtime::events::note(note)),
             action: "Backup".into(),
             secondary: None,
         };
@@ -242,17 +242,6 @@ impl Context {
             tracing::debug!(error = %e, "could not publish an Event");
         }
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 /// A shared context.

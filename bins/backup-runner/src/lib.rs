@@ -46,7 +46,6 @@ use api::contract::labels;
 use futures::StreamExt;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller::Config as ControllerConfig, watcher};
 use kube::{Client, ResourceExt};
@@ -227,13 +226,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let wctx = daemon.watch_context();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: COMPONENT.into(),
-            instance: Some(args.lease.identity()),
-        },
-    );
+    let recorder = runtime::events::recorder(&client, COMPONENT, &args.lease);
 
     let (jobs_store, jobs) = Watch::<BackupJob>::new(client.clone())
         .strip_managed_fields()
@@ -412,13 +405,7 @@ async fn plan_controller(
         .strip_managed_fields()
         .reflect(wctx);
     let leadership = tokio_stream_of(leader.subscribe());
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: COMPONENT.into(),
-            instance: Some(args.lease.identity()),
-        },
-    );
+    let recorder = runtime::events::recorder(&client, COMPONENT, &args.lease);
     let ctx = Arc::new(plans::Context {
         client,
         leader,

@@ -14,7 +14,7 @@ use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply, psql};
 use harness::{Admin, DaemonSpec, Harness, eventually_within};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{bin, ready_of};
 
 const TENANT: &str = "tenant-acme";
@@ -149,34 +149,6 @@ impl Platform {
     }
 }
 
-/// `barman-cloud-backup-list --format json` of the server, with the platform bucket's keys.
-async fn barman_list(p: &Platform, destination: &str, server: &str) -> Value {
-    let creds =
-        p.h.secret_data("tenant-root", "bucket-cozy-backups-system-credentials")
-            .await
-            .unwrap();
-    let out = std::process::Command::new("barman-cloud-backup-list")
-        .env("AWS_ACCESS_KEY_ID", &creds["accessKey"])
-        .env("AWS_SECRET_ACCESS_KEY", &creds["secretKey"])
-        .env("AWS_CA_BUNDLE", &p.dp.ca_file)
-        .args([
-            "--endpoint-url",
-            &p.dp.https,
-            "--format",
-            "json",
-            destination,
-            server,
-        ])
-        .output()
-        .expect("barman-cloud-backup-list runs");
-    assert!(
-        out.status.success(),
-        "barman-cloud-backup-list: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     let mut p = Platform::start(&[]).await;
@@ -246,7 +218,9 @@ async fn the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket() {
     assert!(!snapshot.to_string().contains("password"), "{snapshot}");
 
     // The base backup is in the bucket: barman's own listing shows its id.
-    let listing = barman_list(&p, &destination, "tenant-acme-orders-db").await;
+    let listing =
+        p.h.barman_list(&p.dp, &destination, "tenant-acme-orders-db")
+            .await;
     let ids: Vec<&str> = listing["backups_list"]
         .as_array()
         .unwrap()

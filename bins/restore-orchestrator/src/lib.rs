@@ -35,7 +35,6 @@ use api::thirdparty as t;
 use futures::StreamExt;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller::Config as ControllerConfig, watcher};
 use kube::{Resource, ResourceExt};
@@ -146,13 +145,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (_leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let wctx = daemon.watch_context();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: COMPONENT.into(),
-            instance: Some(args.lease.identity()),
-        },
-    );
+    let recorder = runtime::events::recorder(&client, COMPONENT, &args.lease);
 
     let (jobs_store, jobs) = Watch::<RestoreJob>::new(client.clone())
         .strip_managed_fields()

@@ -23,7 +23,6 @@ pub mod sweep;
 use api::backups::{Backup, BackupJob, Plan, RestoreJob};
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use kube::runtime::events::{Recorder, Reporter};
 use runtime::{Daemon, Singleton, Trigger, Watch};
 
 pub use args::{Args, CleanerArgs};
@@ -45,13 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (leader, _work) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let wctx = daemon.watch_context();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: COMPONENT.into(),
-            instance: Some(args.lease.identity()),
-        },
-    );
+    let recorder = runtime::events::recorder(&client, COMPONENT, &args.lease);
 
     let changed = Trigger::new();
     let caches = sweep::Caches {

@@ -771,7 +771,7 @@ impl Run<'_> {
         let event = Event {
             type_,
             reason: reason.into(),
-            note: Some(truncate(note, 1024)),
+            note: Some(runtime::events::note(note)),
             action: "Retention".into(),
             secondary: related,
         };
@@ -793,15 +793,4 @@ async fn list_installed(
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => Err(api_err("list", format!("{what}s in {ns}"))(e)),
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }

@@ -58,35 +58,6 @@ async fn slot_backup(p: &Platform, slot: DateTime<Utc>) -> String {
     name
 }
 
-/// `barman-cloud-backup-list --format json` of the ObjectStore's destination and `server`.
-async fn barman_list(p: &Platform, destination: &str, server: &str) -> Vec<Value> {
-    let creds =
-        p.h.secret_data("tenant-root", "bucket-cozy-backups-system-credentials")
-            .await
-            .unwrap();
-    let out = std::process::Command::new("barman-cloud-backup-list")
-        .env("AWS_ACCESS_KEY_ID", &creds["accessKey"])
-        .env("AWS_SECRET_ACCESS_KEY", &creds["secretKey"])
-        .env("AWS_CA_BUNDLE", &p.dp.ca_file)
-        .args([
-            "--endpoint-url",
-            &p.dp.https,
-            "--format",
-            "json",
-            destination,
-            server,
-        ])
-        .output()
-        .expect("barman-cloud-backup-list runs");
-    assert!(
-        out.status.success(),
-        "barman-cloud-backup-list: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["backups_list"].as_array().cloned().unwrap_or_default()
-}
-
 fn rfc3339(v: &Value) -> DateTime<Utc> {
     v.as_str().unwrap().parse().unwrap()
 }
@@ -200,7 +171,10 @@ async fn after_retention_the_catalog_window_is_what_the_bucket_holds() {
     )
     .unwrap();
     let server = window["server"].as_str().unwrap();
-    let listed = barman_list(&p, &destination, server).await;
+    let listed = p.h.barman_list(&p.dp, &destination, server).await["backups_list"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let ends: Vec<DateTime<Utc>> = listed
         .iter()
         .filter(|b| b["status"] == "DONE")

@@ -33,7 +33,6 @@ pub mod renderer;
 
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
 use runtime::{Singleton, Trigger};
 
 pub use args::{Args, RenderArgs};
@@ -70,13 +69,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let synced = inputs.synced_gate();
     let renderer = renderer::Renderer {
-        recorder: Recorder::new(
-            daemon.client.clone(),
-            Reporter {
-                controller: COMPONENT.into(),
-                instance: Some(args.lease.identity()),
-            },
-        ),
+        recorder: runtime::events::recorder(&daemon.client, COMPONENT, &args.lease),
         client: daemon.client.clone(),
         inputs,
         defaults,

@@ -216,7 +216,7 @@ impl Renderer {
         let event = Event {
             type_: EventType::Warning,
             reason: event_reasons::INVALID_CONFIGURATION.into(),
-            note: Some(truncate(message, 1000)),
+            note: Some(runtime::events::note(message)),
             action: "Render".into(),
             secondary: None,
         };
@@ -348,15 +348,4 @@ impl Renderer {
         tracing::debug!(component = COMPONENT, "Ready condition written");
         Ok(true)
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }

@@ -123,6 +123,35 @@ impl Harness {
         self.secret_data(ns, &format!("{name}-app")).await.unwrap()["uri"].clone()
     }
 
+    /// `barman-cloud-backup-list --format json` of `destination`/`server` in the data plane's
+    /// bucket, with the platform bucket's keys (as an operator would list it by hand).
+    pub async fn barman_list(&self, dp: &DataPlane, destination: &str, server: &str) -> Value {
+        let creds = self
+            .secret_data("tenant-root", "bucket-cozy-backups-system-credentials")
+            .await
+            .expect("the platform bucket's credentials");
+        let out = std::process::Command::new("barman-cloud-backup-list")
+            .env("AWS_ACCESS_KEY_ID", &creds["accessKey"])
+            .env("AWS_SECRET_ACCESS_KEY", &creds["secretKey"])
+            .env("AWS_CA_BUNDLE", &dp.ca_file)
+            .args([
+                "--endpoint-url",
+                &dp.https,
+                "--format",
+                "json",
+                destination,
+                server,
+            ])
+            .output()
+            .expect("barman-cloud-backup-list runs");
+        assert!(
+            out.status.success(),
+            "barman-cloud-backup-list: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("barman-cloud-backup-list prints JSON")
+    }
+
     /// `kubectl logs` of a container.
     pub fn kubectl_logs(&self, ns: &str, pod: &str, container: &str) -> String {
         let out = self.kubectl_output(&["-n", ns, "logs", pod, "-c", container], None);

@@ -31,6 +31,7 @@ pub mod conditions;
 pub mod controller;
 pub mod daemon;
 pub mod duration;
+pub mod events;
 pub mod log;
 pub mod metrics;
 pub mod shutdown;
