@@ -650,36 +650,40 @@ impl Run<'_> {
             .await
         {
             Ok(o) => {
+                tracing::info!(namespace = self.ns, foundationdb_backup = %stop.name, cluster = %stop.cluster, "stopped a FoundationDB backup whose cluster keeps no Backup");
                 m::stopped(self.ns);
                 self.out.stopped += 1;
+                let stopped = ObjectReference {
+                    api_version: Some(
+                        self.cleaner
+                            .resources
+                            .foundationdb_backups
+                            .api_version
+                            .clone(),
+                    ),
+                    kind: Some("FoundationDBBackup".into()),
+                    name: Some(stop.name.clone()),
+                    namespace: Some(self.ns.to_owned()),
+                    uid: o.uid(),
+                    ..ObjectReference::default()
+                };
+                // On the BackupJob that made it, else a Plan of the cluster, else itself.
                 let owner = o.labels().get(labels::OWNED_BY_JOB_NAME).cloned();
                 let regarding = owner
                     .and_then(|j| self.objects.job(&j).map(|j| j.object_ref(&())))
                     .or_else(|| self.plan_of_cluster(&stop.cluster));
-                if let Some(regarding) = regarding {
-                    let related = ObjectReference {
-                        api_version: Some(
-                            self.cleaner
-                                .resources
-                                .foundationdb_backups
-                                .api_version
-                                .clone(),
-                        ),
-                        kind: Some("FoundationDBBackup".into()),
-                        name: Some(stop.name.clone()),
-                        namespace: Some(self.ns.to_owned()),
-                        uid: o.uid(),
-                        ..ObjectReference::default()
-                    };
-                    self.publish(
-                        regarding,
-                        Some(related),
-                        EventType::Normal,
-                        stop.reason,
-                        &stop.message,
-                    )
-                    .await;
-                }
+                let (regarding, related) = match regarding {
+                    Some(r) => (r, Some(stopped)),
+                    None => (stopped, None),
+                };
+                self.publish(
+                    regarding,
+                    related,
+                    EventType::Normal,
+                    stop.reason,
+                    &stop.message,
+                )
+                .await;
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => self.failed(api_err(
