@@ -534,3 +534,60 @@ async fn a_kill_mid_sweep_deletes_nothing_extra_after_restart() {
     assert_eq!(h.daemon(COMPONENT).unwrap().starts, 2);
     assert_rbac(&h);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_deletion_is_retried_and_blocks_nothing_else() {
+    let mut h = start(leftover_crds()).await;
+    let two_days_ago = minute(Utc::now() - Duration::days(2));
+    failed_job(&h, "old-failed", None, two_days_ago, "disk quota exceeded").await;
+    plan(&h, "nightly", Some(keep_last(2))).await;
+    let names = ok_backups(&h, "nightly", 4).await;
+    // The API server refuses the next three BackupJob deletions.
+    h.emulator().unwrap().inject_fault(harness::Fault {
+        verb: Some("delete".into()),
+        resource: Some("backupjobs".into()),
+        code: 500,
+        rate: 1.0,
+        count: Some(3),
+    });
+    spawn_cleaner(&mut h, &[]).await;
+
+    // The Backups go in the first sweep although the job's deletion failed in it …
+    let kept: BTreeSet<String> = names[..2].iter().cloned().collect();
+    eventually("the Plan's expired Backups gone", || async {
+        (backups(&h).await == kept).then_some(())
+    })
+    .await;
+    // … and the job goes once the API server accepts its deletion again (retried with backoff).
+    eventually("the failed job deleted after the refusals", || async {
+        jobs(&h).await.is_empty().then_some(())
+    })
+    .await;
+    let audit = h.audit();
+    let attempts = cleaner_deletes(&audit, "backups.cozystack.io", "backupjobs");
+    assert_eq!(
+        attempts.iter().filter(|(_, ok)| !ok).count(),
+        3,
+        "{attempts:?}"
+    );
+    assert_eq!(
+        attempts.iter().filter(|(_, ok)| *ok).count(),
+        1,
+        "{attempts:?}"
+    );
+    let m = metrics(&mut h).await;
+    assert!(
+        m.sum("cozy_backups_retention_cleaner_deletion_errors_total", &[]) >= 3.0,
+        "{}",
+        m.text()
+    );
+    eventually("one RetentionExpired Event per deleted Backup", || async {
+        (events(&h, "nightly", reasons::RETENTION_EXPIRED)
+            .await
+            .len()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    assert_rbac(&h);
+}
