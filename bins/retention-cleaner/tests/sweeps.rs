@@ -591,3 +591,83 @@ async fn a_failing_deletion_is_retried_and_blocks_nothing_else() {
     .await;
     assert_rbac(&h);
 }
+
+/// Who recorded the `FailedBackupExpired` Event about each of `jobs` (its reporting instance).
+async fn reporters(h: &harness::Harness, jobs: &[&str]) -> Option<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    for job in jobs {
+        let e = events(h, job, reasons::FAILED_BACKUP_EXPIRED)
+            .await
+            .into_iter()
+            .next()?;
+        out.insert(e.reporting_instance.unwrap_or_default());
+    }
+    Some(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_sweeps_and_the_other_replica_takes_over() {
+    let mut h = start(leftover_crds()).await;
+    let two_days_ago = minute(Utc::now() - Duration::days(2));
+    let first = ["failed-a", "failed-b", "failed-c"];
+    for job in first {
+        failed_job(&h, job, None, two_days_ago, "disk quota exceeded").await;
+    }
+    let grpc = h
+        .spawn_lease_server(
+            harness::DaemonSpec::new(
+                "lease-server",
+                harness::locate_binary("lease-server").unwrap(),
+            )
+            .args(["--namespace", "default", "--max-ttl", "3s"]),
+            READY,
+        )
+        .await
+        .unwrap();
+    for who in ["cleaner-0", "cleaner-1"] {
+        let spec = harness::DaemonSpec::new(who, harness::locate_binary(COMPONENT).unwrap())
+            .args(["--debounce=200ms", "--lease-ttl=3s", "--identity", who])
+            .args(["--lease-endpoint", grpc.as_str()]);
+        h.spawn_ready(spec, READY).await.unwrap();
+    }
+    let leader = eventually("every first failure deleted and told", || async {
+        if !jobs(&h).await.is_empty() {
+            return None;
+        }
+        reporters(&h, &first).await
+    })
+    .await;
+    assert_eq!(leader.len(), 1, "one replica deleted them all: {leader:?}");
+    let leader = leader.into_iter().next().unwrap();
+    let follower = if leader == "cleaner-0" {
+        "cleaner-1"
+    } else {
+        "cleaner-0"
+    };
+
+    h.kill(&leader).await.unwrap();
+    let second = ["failed-d", "failed-e"];
+    for job in second {
+        failed_job(&h, job, None, two_days_ago, "disk quota exceeded").await;
+    }
+    let taken_over = harness::eventually_within(
+        "the other replica deletes the new failures",
+        std::time::Duration::from_secs(60),
+        || async {
+            if !jobs(&h).await.is_empty() {
+                return None;
+            }
+            reporters(&h, &second).await
+        },
+    )
+    .await;
+    assert_eq!(taken_over, BTreeSet::from([follower.to_owned()]));
+    // Each failure was deleted exactly once, whoever led.
+    let deletes = cleaner_deletes(&h.audit(), "backups.cozystack.io", "backupjobs");
+    assert_eq!(
+        deletes.iter().filter(|(_, ok)| *ok).count(),
+        5,
+        "{deletes:?}"
+    );
+    assert_rbac(&h);
+}
