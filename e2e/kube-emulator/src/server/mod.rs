@@ -88,7 +88,17 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                 };
                 (resp, verb, Some(t))
             }
-            other => (meta_request(&inner, &parts.headers, other), "get", None),
+            other => {
+                let verb = match other {
+                    Route::NotFound => route::unserved_verb(&parts.method, &path, &q),
+                    _ => None,
+                };
+                (
+                    meta_request(&inner, &parts.headers, other),
+                    verb.unwrap_or("get"),
+                    None,
+                )
+            }
         }
     };
     let held = verb != "admin"

@@ -92,8 +92,34 @@ pub(super) fn resource(st: &State, g: &str, v: &str, rest: &[&str]) -> Route {
 
 /// The Kubernetes verb of a request.
 pub(crate) fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> &'static str {
+    verb(method, t.name.is_some(), q)
+}
+
+/// The verb of a request for a resource this emulator does not serve, from the method and the
+/// path's shape as the API server derives it (`…/namespaces/<ns>/<plural>` is a collection), so
+/// that the audit log tells a `list` from a `get` even for kinds that are not installed. `None`
+/// for paths that are not resource paths.
+pub(super) fn unserved_verb(
+    method: &Method,
+    path: &str,
+    q: &HashMap<String, String>,
+) -> Option<&'static str> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] if !rest.is_empty() => rest,
+        _ => return None,
+    };
+    let named = if rest[0] == "namespaces" && rest.len() >= 3 {
+        rest.len() >= 4
+    } else {
+        rest.len() >= 2
+    };
+    Some(verb(method, named, q))
+}
+
+fn verb(method: &Method, named: bool, q: &HashMap<String, String>) -> &'static str {
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
-    match (method.as_str(), t.name.is_some()) {
+    match (method.as_str(), named) {
         ("GET", _) if watch => "watch",
         ("GET", true) => "get",
         ("GET", false) => "list",
@@ -103,5 +129,42 @@ pub(crate) fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) 
         ("DELETE", true) => "delete",
         ("DELETE", false) => "deletecollection",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_for_unserved_kinds_get_their_verb_from_the_path() {
+        let q = HashMap::new();
+        let get = Method::GET;
+        let cases = [
+            (
+                "/apis/k8s.mariadb.com/v1alpha1/namespaces/t/backups",
+                Some("list"),
+            ),
+            (
+                "/apis/k8s.mariadb.com/v1alpha1/namespaces/t/backups/b",
+                Some("get"),
+            ),
+            ("/apis/example.com/v1/widgets", Some("list")),
+            ("/apis/example.com/v1/widgets/w", Some("get")),
+            ("/api/v1/namespaces/t/things", Some("list")),
+            ("/apis/example.com/v1", None),
+            ("/version", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(unserved_verb(&get, path, &q), want, "{path}");
+        }
+        assert_eq!(
+            unserved_verb(
+                &Method::DELETE,
+                "/apis/example.com/v1/namespaces/t/widgets/w",
+                &q
+            ),
+            Some("delete")
+        );
     }
 }
