@@ -60,30 +60,66 @@ impl Caches {
             && self.foundationdb.is_synced()
     }
 
-    /// Everything cached, by namespace.
-    fn by_namespace(&self) -> BTreeMap<String, Namespace> {
-        let mut out: BTreeMap<String, Namespace> = BTreeMap::new();
-        fn group<K: Clone + ResourceExt>(
-            out: &mut BTreeMap<String, Namespace>,
+    /// Everything cached, grouped by namespace (shared: nothing is copied yet).
+    fn by_namespace(&self) -> BTreeMap<String, Shared> {
+        let mut out: BTreeMap<String, Shared> = BTreeMap::new();
+        fn group<K: ResourceExt>(
+            out: &mut BTreeMap<String, Shared>,
             items: Vec<Arc<K>>,
-            field: impl Fn(&mut Namespace) -> &mut Vec<K>,
+            field: impl Fn(&mut Shared) -> &mut Vec<Arc<K>>,
         ) {
             for item in items {
-                let ns = item.namespace().unwrap_or_default();
-                field(out.entry(ns).or_default()).push(K::clone(&item));
+                field(out.entry(item.namespace().unwrap_or_default()).or_default()).push(item);
             }
         }
         group(&mut out, self.plans.list(), |n| &mut n.plans);
         group(&mut out, self.backups.list(), |n| &mut n.backups);
         group(&mut out, self.jobs.list(), |n| &mut n.jobs);
         group(&mut out, self.restores.list(), |n| &mut n.restores);
-        for o in self.foundationdb.list() {
-            let ns = o.namespace().unwrap_or_default();
-            if let Ok(json) = serde_json::to_value(o.as_ref()) {
-                out.entry(ns).or_default().foundationdb.push(json);
-            }
-        }
+        group(&mut out, self.foundationdb.list(), |n| &mut n.foundationdb);
         out
+    }
+}
+
+/// One namespace's cached objects, shared with the caches.
+#[derive(Default)]
+struct Shared {
+    plans: Vec<Arc<Plan>>,
+    backups: Vec<Arc<Backup>>,
+    jobs: Vec<Arc<BackupJob>>,
+    restores: Vec<Arc<RestoreJob>>,
+    foundationdb: Vec<Arc<DynamicObject>>,
+}
+
+impl Shared {
+    /// The namespace's own copy for one sweep (the decisions take owned slices); only one
+    /// namespace is copied at a time, which bounds the memory a sweep adds to the caches.
+    fn materialize(&self) -> Namespace {
+        fn own<K: Clone>(items: &[Arc<K>]) -> Vec<K> {
+            items.iter().map(|i| K::clone(i)).collect()
+        }
+        Namespace {
+            plans: own(&self.plans),
+            backups: own(&self.backups),
+            jobs: own(&self.jobs),
+            restores: own(&self.restores),
+            foundationdb: self
+                .foundationdb
+                .iter()
+                .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+                .collect(),
+        }
+    }
+
+    fn has(&self, kind: &str, name: &str) -> bool {
+        fn named<K: ResourceExt>(items: &[Arc<K>], name: &str) -> bool {
+            items.iter().any(|i| i.meta().name.as_deref() == Some(name))
+        }
+        match kind {
+            "Plan" => named(&self.plans, name),
+            "BackupJob" => named(&self.jobs, name),
+            _ => named(&self.backups, name),
+        }
     }
 }
 
@@ -99,13 +135,19 @@ struct Namespace {
 
 impl Namespace {
     fn plan(&self, name: &str) -> Option<&Plan> {
-        self.plans.iter().find(|p| p.name_any() == name)
+        self.plans
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
     }
     fn job(&self, name: &str) -> Option<&BackupJob> {
-        self.jobs.iter().find(|j| j.name_any() == name)
+        self.jobs
+            .iter()
+            .find(|j| j.metadata.name.as_deref() == Some(name))
     }
     fn backup(&self, name: &str) -> Option<&Backup> {
-        self.backups.iter().find(|b| b.name_any() == name)
+        self.backups
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(name))
     }
 }
 
@@ -228,7 +270,8 @@ impl Evaluate for Cleaner {
         let mut totals = Totals::default();
         let mut first_error = None;
         let mut next: Option<DateTime<Utc>> = None;
-        for (ns, objects) in &namespaces {
+        for (ns, shared) in &namespaces {
+            let objects = &shared.materialize();
             let observed = retention::Observed {
                 namespace: ns,
                 plans: &objects.plans,
@@ -283,17 +326,9 @@ impl Evaluate for Cleaner {
 
 impl Cleaner {
     /// Drops the remembered Events of objects that no longer exist.
-    fn forget_gone(&mut self, namespaces: &BTreeMap<String, Namespace>) {
-        self.reported.retain(|(ns, kind, name), _| {
-            let Some(o) = namespaces.get(ns) else {
-                return false;
-            };
-            match *kind {
-                "Plan" => o.plan(name).is_some(),
-                "BackupJob" => o.job(name).is_some(),
-                _ => o.backup(name).is_some(),
-            }
-        });
+    fn forget_gone(&mut self, namespaces: &BTreeMap<String, Shared>) {
+        self.reported
+            .retain(|(ns, kind, name), _| namespaces.get(ns).is_some_and(|o| o.has(kind, name)));
     }
 }
 
@@ -564,7 +599,7 @@ impl Run<'_> {
                 uid,
                 resource_version: None,
             }),
-            ..DeleteParams::background()
+            ..DeleteParams::default()
         };
         match api.delete(name, &params).await {
             Ok(_) => Ok(true),
