@@ -159,17 +159,19 @@ async fn after_retention_the_catalog_window_is_what_the_bucket_holds() {
         .as_str()
         .unwrap()
         .to_owned();
-    let window: Value = serde_json::from_str(
-        &cozy_backups_ctl::window(
-            p.h.client(),
-            TENANT,
-            "orders-db",
-            cozy_backups_ctl::WindowOutput::Json,
-        )
-        .await
-        .unwrap(),
-    )
-    .unwrap();
+    // The window the tenant's CLI reports, run as the binary it ships as.
+    let out = std::process::Command::new(bin("cozy-backups-ctl"))
+        .arg("--kubeconfig")
+        .arg(p.h.kubeconfig_path())
+        .args(["window", "-n", TENANT, "orders-db", "-o", "json"])
+        .output()
+        .expect("cozy-backups-ctl runs");
+    assert!(
+        out.status.success(),
+        "cozy-backups-ctl window: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let window: Value = serde_json::from_slice(&out.stdout).unwrap();
     let server = window["server"].as_str().unwrap();
     let listed = p.h.barman_list(&p.dp, &destination, server).await["backups_list"]
         .as_array()
