@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The project's one test command (README "Test it"; CI runs exactly this through .ci/run):
+#   0. installs what the tests run when it is missing (hack/install-dataplane.sh, hack/install-tools.sh)
 #   1. cargo fmt --check
 #   2. cargo clippy --workspace --all-targets -D warnings
 #   3. a short fuzz run of the TAKBAK1 archive reader (skip with SKIP_FUZZ=1)
-#   4. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
+#   4. the images: every binary static, FROM scratch, run in its own root (skip with SKIP_IMAGES=1;
+#      skipped without root or buildah unless IMAGES_REQUIRED=1)
+#   5. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
 #      ending with nextest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+step "tools: PostgreSQL 15, barman-cloud, buildah (installed when missing)"
+hack/install-dataplane.sh
+hack/install-tools.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -23,6 +30,19 @@ elif ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
 else
   step "fuzz the TAKBAK1 reader (${FUZZ_SECONDS:-20}s)"
   hack/fuzz-takbak.sh --seconds "${FUZZ_SECONDS:-20}"
+fi
+
+if [[ "${SKIP_IMAGES:-0}" == "1" ]]; then
+  step "images: skipped (SKIP_IMAGES=1)"
+elif [[ $(id -u) != 0 ]] || ! command -v buildah >/dev/null; then
+  if [[ "${IMAGES_REQUIRED:-0}" == "1" ]]; then
+    echo "IMAGES_REQUIRED=1 but this run is not root or has no buildah" >&2
+    exit 1
+  fi
+  step "images: skipped (needs root and buildah; hack/install-tools.sh installs buildah)"
+else
+  step "images: static binaries FROM scratch, each run in its own root (hack/images.sh --check)"
+  hack/images.sh --check --profile image-check
 fi
 
 step "doc tests"

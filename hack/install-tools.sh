@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the tools the test run checks the shipped artifacts with, when they are missing:
+# buildah (the images, hack/images.sh). Does nothing when they are present; otherwise needs root
+# (or sudo) and Debian's package archive.
+set -euo pipefail
+missing=()
+command -v buildah >/dev/null || missing+=(buildah)
+((${#missing[@]} == 0)) && exit 0
+echo "installing ${missing[*]} (apt-get)" >&2
+sudo=()
+[[ $(id -u) == 0 ]] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
