@@ -145,6 +145,9 @@ pub struct Args {
     /// Do not run the demo backup (examples/backupjob.yaml) after start.
     #[arg(long, env = "DEV_NO_DEMO")]
     pub no_demo: bool,
+    /// After start (and the demos), write each daemon's `/metrics` to `<dir>/<daemon>.prom`.
+    #[arg(long, env = "DEV_METRICS_DIR")]
+    pub metrics_dir: Option<PathBuf>,
     /// Directory of the PostgreSQL client binaries (psql seeds the sample rows).
     #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub pg_bin_dir: PathBuf,
@@ -297,6 +300,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         demo_failed_cleanup(&emulator.client())
             .await
             .context("the demo failed-backup cleanup")?;
+    }
+    if let Some(dir) = &args.metrics_dir {
+        write_metrics(dir, &daemons)?;
     }
     if args.check {
         println!("check passed");
@@ -641,6 +647,23 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
         .and_then(|e| e.note)
         .unwrap_or_default();
     println!("  retention-cleaner deleted BackupJob {ns}/{name}: {note}");
+    Ok(())
+}
+
+/// Writes each daemon's `/metrics` exposition to `<dir>/<daemon>.prom`.
+fn write_metrics(dir: &std::path::Path, daemons: &[harness::Daemon]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for d in daemons {
+        let (status, body) = harness::Admin::new(d.admin_addr.clone()).get("/metrics");
+        anyhow::ensure!(
+            status == 200,
+            "{}: GET /metrics answered {status}",
+            d.spec.name
+        );
+        let path = dir.join(format!("{}.prom", d.spec.name));
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("Metrics of every daemon written to {}", dir.display());
     Ok(())
 }
 

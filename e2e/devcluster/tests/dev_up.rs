@@ -1,16 +1,21 @@
 //! The dev control plane command works end to end: `devcluster --check` starts the emulator with
 //! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, runs the demo
 //! backup and the demo point-in-time restore to `Succeeded`, watches the retention-cleaner delete the
-//! demo's failed BackupJob, and exits 0.
+//! demo's failed BackupJob, and exits 0. After that work it scrapes every daemon's `/metrics`
+//! (`--metrics-dir`): every metric the alerts and the dashboard in deploy/monitoring select must be
+//! among the exported names.
 
 use std::process::Command;
 
 #[test]
 fn check_mode_starts_everything_and_prints_next_steps() {
     let dev_dir = std::env::temp_dir().join(format!("devcluster-test-{}", std::process::id()));
+    let metrics_dir = dev_dir.join("metrics");
     let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
         .args(["--check", "--port", "0", "--dev-dir"])
         .arg(&dev_dir)
+        .arg("--metrics-dir")
+        .arg(&metrics_dir)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -54,7 +59,33 @@ fn check_mode_starts_everything_and_prints_next_steps() {
     );
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(text.contains("server: http://127.0.0.1:"), "{text}");
+    monitoring_names_are_exported(&metrics_dir);
     let _ = std::fs::remove_dir_all(&dev_dir);
+}
+
+/// Every metric name deploy/monitoring's alerts and dashboard select is one a daemon exported
+/// after the demos (or Prometheus' own, or a rare metric named by a constant in the source).
+fn monitoring_names_are_exported(metrics_dir: &std::path::Path) {
+    let mut scraped = std::collections::BTreeSet::new();
+    let mut files = 0;
+    for e in std::fs::read_dir(metrics_dir).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        scraped.extend(monitoring_checks::exposition_names(&text));
+        files += 1;
+    }
+    assert_eq!(
+        files,
+        devcluster::DAEMONS.len(),
+        "one exposition per daemon"
+    );
+    let referenced = monitoring_checks::referenced_names().unwrap();
+    assert!(referenced.len() > 20, "{referenced:?}");
+    let problems = monitoring_checks::check_names(&referenced, &scraped);
+    assert!(
+        problems.is_empty(),
+        "{}\nexported: {scraped:?}",
+        problems.join("\n")
+    );
 }
 
 #[test]
