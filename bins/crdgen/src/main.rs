@@ -1,4 +1,5 @@
-//! `crdgen`: writes the CRD YAML of every kind we own into a directory (default `deploy/crds`).
+//! `crdgen`: writes the CRD YAML of every kind we own into a directory (default `deploy/crds`),
+//! with the `Kustomization` that lists the CRDs an installation applies.
 //!
 //! Run through `hack/crdgen.sh`. The test `libs/api/tests/crds_in_sync.rs` fails when the checked-in
 //! files differ from what this writes.
@@ -36,7 +37,12 @@ fn main() -> anyhow::Result<()> {
         let path = args.out.join(name);
         std::fs::write(&path, yaml).with_context(|| format!("write {}", path.display()))?;
     }
-    println!("wrote {} CRDs to {}", files.len(), args.out.display());
+    println!(
+        "wrote {} CRDs and {} to {}",
+        api::crds::all().len(),
+        api::crds::KUSTOMIZATION_FILE,
+        args.out.display()
+    );
     Ok(())
 }
 

@@ -125,7 +125,14 @@ fn builtin(
         custom: false,
         tracks_generation: matches!(
             kind,
-            "Deployment" | "Job" | "CustomResourceDefinition" | "StatefulSet" | "DaemonSet" | "Pod"
+            "Deployment"
+                | "Job"
+                | "CustomResourceDefinition"
+                | "StatefulSet"
+                | "DaemonSet"
+                | "Pod"
+                | "PodDisruptionBudget"
+                | "NetworkPolicy"
         ),
         return_deleted_object: matches!(kind, "Pod" | "ServiceAccount"),
         // core/v1 and events.k8s.io/v1 Events share one store, as upstream.
@@ -241,6 +248,27 @@ pub(crate) fn builtins() -> Vec<Kind> {
             true,
         ),
         builtin("batch", "v1", "Job", "jobs", true, &[], &["all"], true),
+        // Stored only, like the RBAC kinds: the installation manifests carry them.
+        builtin(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+            &[],
+            true,
+        ),
+        builtin(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+            &["netpol"],
+            &[],
+            false,
+        ),
         builtin(
             "apiextensions.k8s.io",
             "v1",

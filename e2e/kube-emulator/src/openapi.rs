@@ -44,7 +44,7 @@ fn register<T: JsonSchema>(
 static BUILTINS: LazyLock<Builtins> = LazyLock::new(|| {
     use k8s_openapi::api::{
         apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-        events::v1 as events, rbac::v1 as rbac,
+        events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
     let mut generator = schemars::SchemaGenerator::new(SchemaSettings::openapi3());
@@ -64,6 +64,8 @@ static BUILTINS: LazyLock<Builtins> = LazyLock::new(|| {
     register::<coordination::Lease>(g, k, ("coordination.k8s.io", "v1", "Lease"));
     register::<apps::Deployment>(g, k, ("apps", "v1", "Deployment"));
     register::<batch::Job>(g, k, ("batch", "v1", "Job"));
+    register::<policy::PodDisruptionBudget>(g, k, ("policy", "v1", "PodDisruptionBudget"));
+    register::<networking::NetworkPolicy>(g, k, ("networking.k8s.io", "v1", "NetworkPolicy"));
     register::<apiext::CustomResourceDefinition>(
         g,
         k,
