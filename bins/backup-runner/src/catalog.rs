@@ -74,10 +74,13 @@ pub struct Context {
     pub velero_backups: ApiResource,
     /// Velero DeleteBackupRequests.
     pub delete_requests: ApiResource,
+    /// The per-application gauges read from the catalog.
+    pub gauges: crate::metrics::CatalogGauges,
 }
 
 /// Reconciles one Backup.
 pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.gauges.observe(&backup);
     if !ctx.leader.current().is_leading() {
         // Winning leadership re-evaluates every Backup.
         return Ok(Action::await_change());

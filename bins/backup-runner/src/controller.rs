@@ -23,7 +23,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use crate::context::{Ctx, Error};
+use crate::context::{Ctx, Error, api_err};
 use crate::drivers::{self, Run};
 use crate::pipeline::{self, Gate};
 
@@ -53,10 +53,17 @@ pub fn error_policy(job: Arc<BackupJob>, err: &Error, ctx: Ctx) -> Action {
 }
 
 async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> {
-    let class = ctx
-        .caches
-        .classes
-        .get(&ObjectRef::<BackupClass>::new(&job.spec.backup_class_name));
+    let name = &job.spec.backup_class_name;
+    let class = match ctx.caches.classes.get(&ObjectRef::<BackupClass>::new(name)) {
+        Some(class) => Some(class),
+        // The class watch may not have delivered a class created just before the job: ask the
+        // API server before telling the tenant it does not exist.
+        None => Api::<BackupClass>::all(ctx.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(api_err("get", format!("BackupClass {name}")))?
+            .map(Arc::new),
+    };
     let gate = pipeline::gate(
         &job,
         class.as_ref().map(|c| &c.spec),

@@ -382,6 +382,7 @@ async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: 
             plural: "backups".into(),
         },
         delete_requests: erase::<api::thirdparty::velero::DeleteBackupRequest>(),
+        gauges: Default::default(),
     });
     Controller::for_stream(backups, store)
         .reconcile_all_on(leadership)

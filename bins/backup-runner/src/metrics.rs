@@ -13,6 +13,12 @@ pub const DURATION: &str = "cozy_backups_backup_runner_backup_duration_seconds";
 pub const LAST_SUCCESS: &str = "cozy_backups_backup_runner_last_success_timestamp_seconds";
 /// Gauge: BackupJobs this replica is driving (holds a work lease for).
 pub const IN_FLIGHT: &str = "cozy_backups_backup_runner_jobs_in_flight";
+/// Gauge `{namespace, application}`: Unix time where the point-in-time recoverable window of a
+/// PostgreSQL application opens, as its newest catalog Backup recorded it.
+pub const WINDOW_START: &str =
+    "cozy_backups_backup_runner_recoverable_window_start_timestamp_seconds";
+/// Gauge `{namespace, application}`: Unix time where that window ends (the newest Backup's end).
+pub const WINDOW_END: &str = "cozy_backups_backup_runner_recoverable_window_end_timestamp_seconds";
 
 /// Describes every metric.
 pub fn describe() {
@@ -27,6 +33,14 @@ pub fn describe() {
         "Unix time of the last successful backup of an application."
     );
     metrics::describe_gauge!(IN_FLIGHT, "BackupJobs this replica holds a work lease for.");
+    metrics::describe_gauge!(
+        WINDOW_START,
+        "Unix time where a PostgreSQL application's recoverable window opens (newest Backup's record)."
+    );
+    metrics::describe_gauge!(
+        WINDOW_END,
+        "Unix time where a PostgreSQL application's recoverable window ends (newest Backup's record)."
+    );
 }
 
 fn labels(job: &BackupJob, strategy: &str) -> (String, String, String) {
@@ -67,4 +81,90 @@ pub fn gate_failed(job: &api::backups::BackupJob) {
     let kind = job.spec.application_ref.kind.clone();
     metrics::counter!(RUNS, "namespace" => ns, "kind" => kind, "strategy" => "", "result" => "failed")
         .increment(1);
+}
+
+/// What the catalog says per application: the newest successful Backup's time, and for
+/// PostgreSQL the window the newest Backup recorded. Kept so that the gauges only move forward
+/// and so that a restarted runner exports them again from the catalog, not only from the jobs it
+/// ran itself (an alert on the last success must not clear because every replica restarted).
+#[derive(Debug, Default)]
+pub struct CatalogGauges {
+    newest: std::sync::Mutex<std::collections::HashMap<(String, String, String), i64>>,
+}
+
+impl CatalogGauges {
+    /// Records a catalog Backup (any replica, leader or not: each exports the same values).
+    pub fn observe(&self, backup: &api::backups::Backup) {
+        let ready = backup.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phases::READY);
+        if !ready {
+            return;
+        }
+        let ns = backup.metadata.namespace.clone().unwrap_or_default();
+        let app = &backup.spec.application_ref;
+        let taken = backup.spec.taken_at.0.as_second();
+        let key = (ns.clone(), app.kind.clone(), app.name.clone());
+        {
+            let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+            match newest.get(&key) {
+                Some(t) if *t >= taken => return,
+                _ => {
+                    newest.insert(key, taken);
+                }
+            }
+        }
+        metrics::gauge!(LAST_SUCCESS, "namespace" => ns.clone(), "kind" => app.kind.clone(), "application" => app.name.clone())
+            .set(taken as f64);
+        let window = backup
+            .status
+            .as_ref()
+            .and_then(|s| s.recoverable_window.as_ref());
+        if let Some(w) = window {
+            if let Some(from) = &w.from {
+                metrics::gauge!(WINDOW_START, "namespace" => ns.clone(), "application" => app.name.clone())
+                    .set(from.0.as_second() as f64);
+            }
+            if let Some(to) = &w.to {
+                metrics::gauge!(WINDOW_END, "namespace" => ns, "application" => app.name.clone())
+                    .set(to.0.as_second() as f64);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backup(app: &str, taken: &str, phase: &str) -> api::backups::Backup {
+        let mut b = api::backups::Backup::test(&format!("{app}-{taken}"))
+            .namespace("t")
+            .for_app("Postgres", app)
+            .build();
+        b.spec.taken_at = Time(taken.parse().unwrap());
+        b.status = Some(api::backups::BackupStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        });
+        b
+    }
+
+    #[test]
+    fn only_a_newer_ready_backup_moves_the_last_success() {
+        let g = CatalogGauges::default();
+        let newest = |g: &CatalogGauges| {
+            g.newest
+                .lock()
+                .unwrap()
+                .get(&("t".to_owned(), "Postgres".to_owned(), "db".to_owned()))
+                .copied()
+        };
+        g.observe(&backup("db", "2026-03-02T00:00:00Z", phases::READY));
+        let t2 = newest(&g);
+        g.observe(&backup("db", "2026-03-01T00:00:00Z", phases::READY));
+        assert_eq!(newest(&g), t2, "an older Backup does not move it back");
+        g.observe(&backup("db", "2026-03-03T00:00:00Z", "Failed"));
+        assert_eq!(newest(&g), t2, "a failed Backup is no success");
+        g.observe(&backup("db", "2026-03-04T00:00:00Z", phases::READY));
+        assert!(newest(&g) > t2);
+    }
 }
