@@ -19,7 +19,8 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// Installs the global Prometheus recorder (once per process; later calls share it).
-    /// Duration histograms ending in `_seconds` get Prometheus buckets rather than summaries.
+    /// Duration histograms ending in `_seconds` get Prometheus buckets rather than summaries,
+    /// from a millisecond (a reconcile) to six hours (a large backup or restore).
     pub fn install() -> Self {
         let handle = HANDLE.get_or_init(|| {
             let recorder = PrometheusBuilder::new()
@@ -27,6 +28,7 @@ impl Metrics {
                     metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
                     &[
                         0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                        60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0,
                     ],
                 )
                 .expect("bucket list is non-empty")
