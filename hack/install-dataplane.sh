@@ -8,9 +8,6 @@ missing=()
 command -v barman-cloud-backup >/dev/null || missing+=(barman-cli-cloud)
 /usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
 ((${#missing[@]} == 0)) && exit 0
-echo "installing ${missing[*]} (apt-get)" >&2
-sudo=()
-[[ $(id -u) == 0 ]] || sudo=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# shellcheck source=hack/lib/apt-install.sh
+source "$(dirname "$0")/lib/apt-install.sh"
+apt_install "${missing[@]}"

@@ -9,10 +9,7 @@ missing=()
 command -v buildah >/dev/null || missing+=(buildah)
 command -v promtool >/dev/null || missing+=(prometheus)
 ((${#missing[@]} == 0)) && exit 0
-echo "installing ${missing[*]} (apt-get)" >&2
-sudo=()
-[[ $(id -u) == 0 ]] || sudo=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# shellcheck source=hack/lib/apt-install.sh
+source "$(dirname "$0")/lib/apt-install.sh"
+apt_install "${missing[@]}"
 command -v promtool >/dev/null || { echo "the prometheus package did not install promtool" >&2; exit 1; }

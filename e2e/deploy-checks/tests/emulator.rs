@@ -9,7 +9,7 @@
 //! daemons' `LEASE_ENDPOINT`. `valueFrom.fieldRef` `metadata.name` becomes `<deployment>-<n>`.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use deploy_checks::{
@@ -23,30 +23,10 @@ const LEASE_ENDPOINT: &str = "lease-server.cozy-backup-controller.svc:9090";
 
 /// `kubectl --kubeconfig <emulator> <args>` with its own discovery cache, `stdin` piped in.
 fn kubectl(h: &Harness, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(h.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(h.work_dir().join("kube-cache"))
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl is installed");
-    if let Some(input) = stdin {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    child.wait_with_output().unwrap()
+    let cache = h.work_dir().join("kube-cache");
+    let mut all = vec!["--cache-dir", cache.to_str().expect("a UTF-8 work dir")];
+    all.extend_from_slice(args);
+    h.kubectl_output(&all, stdin)
 }
 
 fn kubectl_ok(h: &Harness, args: &[&str], stdin: Option<&str>) -> String {
