@@ -300,6 +300,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         demo_failed_cleanup(&emulator.client())
             .await
             .context("the demo failed-backup cleanup")?;
+        demo_status(&kubeconfig).context("the tenant's status (kubectl cozy-backups status)")?;
     }
     if let Some(dir) = &args.metrics_dir {
         write_metrics(dir, &daemons)?;
@@ -664,6 +665,27 @@ fn write_metrics(dir: &std::path::Path, daemons: &[harness::Daemon]) -> anyhow::
         std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
     }
     println!("Metrics of every daemon written to {}", dir.display());
+    Ok(())
+}
+
+/// What a tenant sees after the demos: `kubectl cozy-backups status` (the cozy-backups-ctl binary)
+/// of the example tenant, with the last backup and the PostgreSQL recoverable window per application.
+pub fn demo_status(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
+    let bin = harness::locate_binary("cozy-backups-ctl")?;
+    let out = std::process::Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["status", "-n", TENANT])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "cozy-backups-ctl status: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    println!("Demo: kubectl cozy-backups status -n {TENANT}");
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("  {line}");
+    }
     Ok(())
 }
 

@@ -57,6 +57,17 @@ fn check_mode_starts_everything_and_prints_next_steps() {
         stdout.contains("retention-cleaner deleted BackupJob tenant-acme/orders-db-typo: failed BackupJob orders-db-typo ("),
         "{stdout}"
     );
+    // The tenant's view through the kubectl plugin: orders-db with its last backup and a
+    // recoverable window (two RFC 3339 times joined by `..`).
+    let status = stdout
+        .split("Demo: kubectl cozy-backups status -n tenant-acme\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no status table in:\n{stdout}"));
+    let row = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("Postgres/orders-db "))
+        .unwrap_or_else(|| panic!("no orders-db row in:\n{status}"));
+    assert!(row.contains("Z..20"), "no recoverable window in {row:?}");
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(text.contains("server: http://127.0.0.1:"), "{text}");
     monitoring_names_are_exported(&metrics_dir);
