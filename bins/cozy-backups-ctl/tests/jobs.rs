@@ -4,12 +4,10 @@
 mod common;
 
 use api::backups::{BackupJob, RestoreJob};
-use common::{ctl, failed, fixture, ok};
+use common::{ctl, failed, fixture, ok, spawn_waiting};
 use harness::Harness;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use std::process::Stdio;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 const NS: &str = "tenant-acme";
 
@@ -37,22 +35,14 @@ async fn backup_creates_a_job_and_waits_for_its_end() {
 
     // --wait: the test plays the backup-runner and moves the job Running → Failed, each step only
     // once the CLI has printed the previous one.
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cozy-backups-ctl"))
-        .args([
+    let (child, mut lines, name) = spawn_waiting(
+        &h,
+        "backupjob",
+        &[
             "backup", "-n", NS, "shop-db", "--kind", "MariaDB", "--class", "nightly", "--wait",
-        ])
-        .env("KUBECONFIG", h.kubeconfig_path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let created = lines.next_line().await.unwrap().unwrap();
-    let name = created
-        .strip_prefix("backupjob.backups.cozystack.io/")
-        .and_then(|s| s.strip_suffix(" created"))
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_owned();
+        ],
+    )
+    .await;
     assert!(name.starts_with("shop-db-"), "{name}");
     assert_eq!(
         lines.next_line().await.unwrap().unwrap(),
@@ -179,8 +169,10 @@ async fn restore_checks_the_window_before_creating_anything() {
     );
 
     // Inside the window, in place, --wait until Succeeded (the test plays the orchestrator).
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cozy-backups-ctl"))
-        .args([
+    let (child, mut lines, name) = spawn_waiting(
+        &h,
+        "restorejob",
+        &[
             "restore",
             "-n",
             NS,
@@ -189,19 +181,9 @@ async fn restore_checks_the_window_before_creating_anything() {
             "--at",
             "2026-12-01T12:00:00Z",
             "--wait",
-        ])
-        .env("KUBECONFIG", h.kubeconfig_path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let created = lines.next_line().await.unwrap().unwrap();
-    let name = created
-        .strip_prefix("restorejob.backups.cozystack.io/")
-        .and_then(|s| s.strip_suffix(" created"))
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_owned();
+        ],
+    )
+    .await;
     assert!(name.starts_with("orders-db-restore-"), "{name}");
     assert_eq!(
         api.get(&name).await.unwrap().spec.target_application_ref,

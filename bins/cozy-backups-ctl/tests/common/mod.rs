@@ -25,6 +25,35 @@ pub async fn ctl(h: &Harness, args: &[&str]) -> Output {
         .expect("run cozy-backups-ctl")
 }
 
+/// A `--wait` run in the background: the child, its stdout lines, and the name of the object
+/// it reported as created on its first line (`<resource>.backups.cozystack.io/<name> created`).
+pub async fn spawn_waiting(
+    h: &Harness,
+    resource: &str,
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    String,
+) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cozy-backups-ctl"))
+        .args(args)
+        .env("KUBECONFIG", h.kubeconfig_path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run cozy-backups-ctl");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let created = lines.next_line().await.unwrap().unwrap();
+    let name = created
+        .strip_prefix(&format!("{resource}.backups.cozystack.io/"))
+        .and_then(|s| s.strip_suffix(" created"))
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    (child, lines, name)
+}
+
 /// stdout, asserting the run succeeded.
 pub fn ok(out: &Output) -> String {
     assert!(
