@@ -57,6 +57,8 @@ for b in "${BINS[@]}"; do
   fi
   mkdir -p "$work/ctx-$b"
   cp "$out/$b" "$work/ctx-$b/$b"
+  # Symbols and debug info stay in target/; the image gets the stripped binary.
+  command -v strip >/dev/null && strip --strip-all "$work/ctx-$b/$b"
   "${B[@]}" bud --quiet --layers=false -f deploy/images/Containerfile \
     --build-arg BIN="$b" --build-arg VERSION="$VERSION" -t "$REPO/$b:$VERSION" "$work/ctx-$b" >/dev/null
   c=$("${B[@]}" from "$REPO/$b:$VERSION")
