@@ -15,17 +15,7 @@ fn deployment_env_is_what_the_binary_reads() {
         .get_arguments()
         .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
         .collect();
-    let env = harness::rbac::deployment_env(COMPONENT);
-    let unknown: Vec<&String> = env.difference(&known).collect();
-    assert!(unknown.is_empty(), "env the binary ignores: {unknown:?}");
-    let deployment = &harness::rbac::manifests(COMPONENT, "deployment.yaml")[0];
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["serviceAccountName"],
-        COMPONENT
-    );
-    // Scaled out: several replicas need the lease service.
-    assert!(deployment["spec"]["replicas"].as_u64().unwrap() > 1);
-    assert!(env.contains("LEASE_ENDPOINT") && env.contains("POD_NAME"));
+    harness::rbac::assert_scaled_out_deployment(COMPONENT, &known);
 }
 
 #[test]

@@ -191,6 +191,26 @@ pub fn deployment_env(component: &str) -> std::collections::BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// Checks `deploy/<component>/deployment.yaml` of a daemon scaled out on the lease service
+/// against the env vars its binary reads (`known`): every env var set is read, the pod runs as
+/// the component's ServiceAccount, there are several replicas, and the lease endpoint and the pod
+/// name (its lease identity) are set.
+pub fn assert_scaled_out_deployment(component: &str, known: &std::collections::BTreeSet<String>) {
+    let env = deployment_env(component);
+    let unknown: Vec<&String> = env.difference(known).collect();
+    assert!(unknown.is_empty(), "env the binary ignores: {unknown:?}");
+    let deployment = &manifests(component, "deployment.yaml")[0];
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
+        Some(component)
+    );
+    assert!(
+        deployment["spec"]["replicas"].as_u64().unwrap_or(0) > 1,
+        "{component}: one replica"
+    );
+    assert!(env.contains("LEASE_ENDPOINT") && env.contains("POD_NAME"));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
