@@ -68,6 +68,80 @@ fn map_strings(v: &Json, f: &dyn Fn(&str) -> String) -> Json {
     }
 }
 
+/// What is wrong with a strategy template, string by string, before it is rendered: each entry is
+/// `(path, problem)` where `path` names the string inside the template (`storage.s3.bucket`,
+/// `spec.containers[0].args[2]`). Two problems are found: a string that does not parse as a Go
+/// template (upstream's renderer then uses it as written), and a reference to
+/// `.Parameters.<name>` that `parameters` (the BackupClass route's) does not set (Go prints
+/// `<no value>` there). Rendering itself is unchanged; this only lets a driver say so.
+pub fn problems(template: &Json, parameters: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk_strings(template, String::new(), &mut |path, text| {
+        if !text.contains("{{") {
+            return;
+        }
+        let mut tmpl = Template::default();
+        tmpl.add_funcs(SPRIG);
+        if let Err(e) = tmpl.parse(text) {
+            out.push((
+                path.to_owned(),
+                format!("does not parse as a Go template ({e}); it is used as written"),
+            ));
+            return;
+        }
+        for name in parameter_refs(text) {
+            if !parameters.contains_key(&name) {
+                out.push((
+                    path.to_owned(),
+                    format!(
+                        "refers to .Parameters.{name}, which the BackupClass route does not set; it renders as \"<no value>\""
+                    ),
+                ));
+            }
+        }
+    });
+    out
+}
+
+/// The names `x` of every `.Parameters.x` in `text`.
+fn parameter_refs(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(".Parameters.") {
+        rest = &rest[at + ".Parameters.".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+fn walk_strings(v: &Json, path: String, f: &mut dyn FnMut(&str, &str)) {
+    match v {
+        Json::String(s) => f(&path, s),
+        Json::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk_strings(item, format!("{path}[{i}]"), f);
+            }
+        }
+        Json::Object(map) => {
+            for (k, item) in map {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk_strings(item, p, f);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// JSON objects become Go maps (missing keys print `<no value>`), except the top-level context
 /// entries the caller marks as structs by giving them a `$struct` key: those become objects whose
 /// missing fields are an error, like Go struct fields.
@@ -458,6 +532,37 @@ fn split_list(args: &[Value]) -> Result<Value, FuncError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn problems_name_the_string_and_what_is_wrong() {
+        let params: BTreeMap<String, String> = [("bucket".to_owned(), "b".to_owned())].into();
+        let template = serde_json::json!({
+            "storage": {"s3": {"bucket": "{{ .Parameters.bucket }}", "prefix": "{{ .Parameters.nope }}/x"}},
+            "args": ["plain", "{{ .Release.Name "],
+        });
+        let mut found = problems(&template, &params);
+        found.sort();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, "args[1]");
+        assert!(
+            found[0].1.starts_with("does not parse as a Go template ("),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[1],
+            (
+                "storage.s3.prefix".to_owned(),
+                "refers to .Parameters.nope, which the BackupClass route does not set; it renders as \"<no value>\"".to_owned()
+            )
+        );
+        assert!(
+            problems(
+                &serde_json::json!({"a": "{{ .Parameters.bucket }}"}),
+                &params
+            )
+            .is_empty()
+        );
+    }
     use super::*;
     use pretty_assertions::assert_eq;
     use serde_json::json;
