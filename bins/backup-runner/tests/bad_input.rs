@@ -288,6 +288,28 @@ fn cases(platform_template: &Value) -> Vec<Case> {
             ),
         },
         Case {
+            what: "strategy template string with an unclosed action (used to hang the renderer)",
+            objects: vec![
+                mariadb_strategy(
+                    "unclosed",
+                    with(&["compression"], json!("{{ .Parameters.c ")),
+                ),
+                class(
+                    "bad-unclosed",
+                    "MariaDB",
+                    GROUP,
+                    "MariaDB",
+                    "unclosed",
+                    json!({"c": "gzip"}),
+                ),
+                job("template-unclosed", "MariaDB", "shop", "bad-unclosed"),
+            ],
+            expect: Expect::Event(
+                "StrategyTemplateInvalid",
+                "spec.template.compression does not parse as a Go template (unclosed action".into(),
+            ),
+        },
+        Case {
             what: "strategy template refers to a parameter the route does not set",
             objects: vec![
                 mariadb_strategy(
@@ -330,6 +352,50 @@ fn cases(platform_template: &Value) -> Vec<Case> {
                 job("template-retention", "MariaDB", "shop", "bad-retention"),
             ],
             expect: failed("failed to template MariaDB strategy: time: invalid duration"),
+        },
+        Case {
+            what: "applicationRef with an empty kind",
+            objects: vec![job("empty-kind", "", "shop", "cozy-default")],
+            expect: failed("does not bind a strategy for Kind \"\""),
+        },
+        Case {
+            what: "route parameters with unicode keys and values and a 100 KiB value (works)",
+            objects: vec![
+                class(
+                    "odd-params",
+                    "MariaDB",
+                    GROUP,
+                    "MariaDB",
+                    "cozy-default-mariadb",
+                    json!({"ключ": "значение 🚀", "blob": "b".repeat(100 * 1024)}),
+                ),
+                job("odd-params", "MariaDB", "shop", "odd-params"),
+            ],
+            expect: Expect::Ready("BackupCompleted", "k8s.mariadb.com Backup completed".into()),
+        },
+        Case {
+            what: "Plan cron with six fields (seconds are not in the dialect)",
+            objects: vec![plan("cron-six", Some("0 * * * * *"), "cozy-default")],
+            expect: Expect::PlanError("could not parse cron 0 * * * * *".into()),
+        },
+        Case {
+            what: "Plan cron @reboot (not a robfig descriptor)",
+            objects: vec![plan("cron-reboot", Some("@reboot"), "cozy-default")],
+            expect: Expect::PlanError("could not parse cron @reboot".into()),
+        },
+        Case {
+            what: "Plan cron that never fires (30 February)",
+            objects: vec![plan("cron-feb-30", Some("0 0 30 2 *"), "cozy-default")],
+            expect: Expect::PlanError("never occurs".into()),
+        },
+        Case {
+            what: "Plan cron with an empty CRON_TZ",
+            objects: vec![plan(
+                "cron-empty-tz",
+                Some("CRON_TZ= 0 2 * * *"),
+                "cozy-default",
+            )],
+            expect: Expect::PlanError("could not parse cron CRON_TZ=".into()),
         },
         Case {
             what: "Plan cron that never fires (31 February)",
@@ -524,7 +590,7 @@ async fn malformed_objects_end_in_named_reasons_and_spare_other_tenants() {
     p.mariadb(TENANT, "shop", json!({})).await;
     p.mariadb(GOOD, "shop", json!({})).await;
     let cases = cases(&platform["spec"]["template"]);
-    assert!(cases.len() >= 30, "{}", cases.len());
+    assert!(cases.len() >= 37, "{}", cases.len());
 
     // Everything at once, the well-formed job of another tenant in the middle of it.
     let (first, rest) = cases.split_at(cases.len() / 2);

@@ -46,6 +46,9 @@ fn render_str(text: &str, ctx: &Value) -> String {
     if !text.contains("{{") {
         return text.to_owned();
     }
+    if unclosed_action(text) {
+        return text.to_owned();
+    }
     let mut tmpl = Template::default();
     tmpl.add_funcs(SPRIG);
     if tmpl.parse(text).is_err() {
@@ -80,6 +83,13 @@ pub fn problems(template: &Json, parameters: &BTreeMap<String, String>) -> Vec<(
         if !text.contains("{{") {
             return;
         }
+        if unclosed_action(text) {
+            out.push((
+                path.to_owned(),
+                "does not parse as a Go template (unclosed action: a \"{{\" without \"}}\"); it is used as written".into(),
+            ));
+            return;
+        }
         let mut tmpl = Template::default();
         tmpl.add_funcs(SPRIG);
         if let Err(e) = tmpl.parse(text) {
@@ -101,6 +111,13 @@ pub fn problems(template: &Json, parameters: &BTreeMap<String, String>) -> Vec<(
         }
     });
     out
+}
+
+/// Whether the last `{{` of `text` has no `}}` after it. Go's parser reports "unclosed action";
+/// the `gtmpl` engine never returns on such text, so it is recognised before the engine sees it.
+fn unclosed_action(text: &str) -> bool {
+    text.rfind("{{")
+        .is_some_and(|at| !text[at + 2..].contains("}}"))
 }
 
 /// The names `x` of every `.Parameters.x` in `text`.
@@ -660,5 +677,28 @@ mod tests {
             "{{ required \"need bucket\" .Parameters.absent }}"
         );
         assert_eq!(r("{{ toJson .Parameters }}"), r#"{"bucket":"b1"}"#);
+    }
+}
+#[cfg(test)]
+mod unclosed {
+    /// The engine never returns on an action left open at the end of the text; the guard must
+    /// answer first (run on a thread so that a regression fails instead of hanging the suite).
+    #[test]
+    fn an_unclosed_action_is_left_as_written_without_hanging() {
+        for input in ["{{ .Release.Name ", "a {{ .A }} {{ .B", "{{ x", "{{"] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let owned = input.to_owned();
+            std::thread::spawn(move || {
+                let out = super::render_string(&owned, &serde_json::json!({"A": 1}));
+                let _ = tx.send(out);
+            });
+            let out = rx
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("rendering {input:?} did not return"));
+            assert_eq!(out, input);
+            let found = super::problems(&serde_json::json!({"k": input}), &Default::default());
+            assert_eq!(found.len(), 1, "{input:?}: {found:?}");
+            assert!(found[0].1.contains("unclosed action"), "{found:?}");
+        }
     }
 }
