@@ -14,9 +14,9 @@ use api::backups::{RestoreJob, RestoreJobStatus};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event, EventType};
-use runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
+use runtime::events::Recorder;
 use runtime::{Backoff, ControllerMetrics, Readiness, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 

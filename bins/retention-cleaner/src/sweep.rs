@@ -28,9 +28,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType};
-use runtime::events::Recorder;
 use kube::{Resource, ResourceExt};
 use retention::{Decision, ObjectKind, Sweep, Verdict};
+use runtime::events::Recorder;
 use runtime::{Cache, Evaluate, Pass, WorkError, work::api_err};
 use serde_json::{Value as Json, json};
 
