@@ -218,8 +218,10 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
-/// How long to wait when another replica holds a job's work lease.
-const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// How long to wait when another replica holds a job's work lease. Only a safety net: the job is
+/// retried the moment that lease is released or expires (`WorkLeaseKeeper::freed`, pushed by the
+/// lease server), so standbys do not poll busy jobs.
+const LEASE_BUSY_RETRY: Duration = Duration::from_secs(30);
 /// Safety requeue while a job's BackupClass is missing (the BackupClass watch is the real trigger).
 const CLASS_MISSING_RETRY: Duration = Duration::from_secs(300);
 
@@ -316,6 +318,8 @@ pub async fn run<J: TenantJobWatches>(
     let controller = J::extra_watches(controller, &tenant.client, ctx);
     let controller = watch_deleted_copies(controller, tenant.clone(), ctx)
         .reconcile_all_on(trigger)
+        // A job another replica was projecting is retried the moment its lease is freed.
+        .reconcile_on(tenant.leases.freed::<J>())
         .graceful_shutdown_on(ctx.shutdown.signaled());
     controller
         .run(reconcile::<J>, error_policy::<J>, tenant)

@@ -247,23 +247,40 @@ impl Daemon {
         &mut self,
         deadline: Duration,
     ) -> Result<std::process::ExitStatus, Error> {
+        self.send_sigterm()?;
+        self.wait_exit(deadline).await
+    }
+
+    /// Sends SIGTERM without waiting (see [`Daemon::wait_exit`]).
+    pub fn send_sigterm(&mut self) -> Result<(), Error> {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(|c| c.id())
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            .ok_or_else(|| {
+                Error::Timeout(format!("{} to be signalled: it is not running", self.spec.name))
+            })?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
+            Error::Process {
+                what: format!("sending SIGTERM to {}", self.spec.name),
+                source: e.into(),
+            }
+        })
+    }
+
+    /// Waits (bounded by `deadline`) for the process to exit by itself and answers its status; a
+    /// process still running at the deadline is killed and the answer is an error.
+    pub async fn wait_exit(
+        &mut self,
+        deadline: Duration,
+    ) -> Result<std::process::ExitStatus, Error> {
         let Some(mut child) = self.child.take() else {
             return Err(Error::Timeout(format!(
                 "{} to exit: it is not running",
                 self.spec.name
             )));
         };
-        if let Some(pid) = child
-            .id()
-            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-        {
-            rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
-                Error::Process {
-                    what: format!("sending SIGTERM to {}", self.spec.name),
-                    source: e.into(),
-                }
-            })?;
-        }
         match tokio::time::timeout(deadline, child.wait()).await {
             Ok(Ok(status)) => Ok(status),
             Ok(Err(source)) => Err(Error::Process {
