@@ -28,11 +28,12 @@ fn classes(client: &kube::Client) -> Api<DynamicObject> {
     )
 }
 
-/// Applies of the BackupClass `cozy-default` by any renderer replica (they share a User-Agent).
+/// Applies of the BackupClass `cozy-default` itself (not its status) by any renderer replica
+/// (they share a User-Agent).
 fn class_applies(h: &Harness) -> usize {
     h.audit()
         .writes(Some("patch"), "backupclasses", None, Some(CLASS))
-        .filter(|r| r.user_agent.starts_with(COMPONENT))
+        .filter(|r| r.user_agent.starts_with(COMPONENT) && r.subresource.is_none())
         .count()
 }
 
