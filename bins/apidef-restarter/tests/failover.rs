@@ -127,7 +127,9 @@ async fn a_lease_server_restart_never_makes_two_leaders() {
         .patch(
             "http-cache",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"application": {"openAPISchema": "{\"type\":\"object\"}"}}})),
+            &Patch::Merge(
+                json!({"spec": {"application": {"openAPISchema": "{\"type\":\"object\"}"}}}),
+            ),
         )
         .await
         .unwrap();

@@ -218,10 +218,10 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
-/// How long to wait when another replica holds a job's work lease. Only a safety net: the job is
-/// retried the moment that lease is released or expires (`WorkLeaseKeeper::freed`, pushed by the
-/// lease server), so standbys do not poll busy jobs.
-const LEASE_BUSY_RETRY: Duration = Duration::from_secs(30);
+/// How long to wait when a job's work lease is refused. A lease another replica releases or lets
+/// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
+/// covers refusals no event ends, such as the lease server's quiet period after a restart.
+const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 /// Safety requeue while a job's BackupClass is missing (the BackupClass watch is the real trigger).
 const CLASS_MISSING_RETRY: Duration = Duration::from_secs(300);
 

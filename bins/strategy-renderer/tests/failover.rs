@@ -51,9 +51,16 @@ async fn plane() -> (Harness, Failover) {
     operator_sims::install_crds(&h.client(), &crds)
         .await
         .unwrap();
-    let f = Failover::start(&mut h, COMPONENT, "cozy-backup-controller", 2, TTL, renderer)
-        .await
-        .unwrap();
+    let f = Failover::start(
+        &mut h,
+        COMPONENT,
+        "cozy-backup-controller",
+        2,
+        TTL,
+        renderer,
+    )
+    .await
+    .unwrap();
     rendered(&h).await;
     (h, f)
 }

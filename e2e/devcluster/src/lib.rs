@@ -720,7 +720,9 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
 /// Under `--ha`: which replica leads each component (waiting until each has exactly one leader)
 /// and how to watch a failover.
 async fn print_ha(grpc: &str, daemons: &mut [harness::Daemon]) -> anyhow::Result<()> {
-    println!("High availability (--ha): two replicas per daemon on the lease server at {grpc}, lease TTL {HA_LEASE_TTL}.");
+    println!(
+        "High availability (--ha): two replicas per daemon on the lease server at {grpc}, lease TTL {HA_LEASE_TTL}."
+    );
     let mut example: Option<(String, String, u32, PathBuf)> = None;
     for entry in DAEMONS.iter().filter(|e| is_replicated(e)) {
         let gauge = format!("cozy_backups_{}_leader", entry.bin.replace('-', "_"));

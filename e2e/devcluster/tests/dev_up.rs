@@ -130,7 +130,10 @@ fn ha_mode_runs_two_replicas_per_daemon_with_one_leader_each() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("High availability (--ha)"), "{stdout}");
-    for entry in devcluster::DAEMONS.iter().filter(|e| devcluster::is_replicated(e)) {
+    for entry in devcluster::DAEMONS
+        .iter()
+        .filter(|e| devcluster::is_replicated(e))
+    {
         for replica in ["a", "b"] {
             assert!(
                 stdout.contains(&format!("daemon:      {}-{replica} (admin", entry.bin)),
@@ -140,7 +143,9 @@ fn ha_mode_runs_two_replicas_per_daemon_with_one_leader_each() {
         }
         let line = stdout
             .lines()
-            .find(|l| l.trim_start().starts_with(&format!("{} ", entry.bin)) && l.contains(" leader "))
+            .find(|l| {
+                l.trim_start().starts_with(&format!("{} ", entry.bin)) && l.contains(" leader ")
+            })
             .unwrap_or_else(|| panic!("no leader line for {}:\n{stdout}", entry.bin));
         assert!(
             line.contains(&format!("leader {}-a", entry.bin))

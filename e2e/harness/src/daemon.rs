@@ -259,7 +259,10 @@ impl Daemon {
             .and_then(|c| c.id())
             .and_then(|p| rustix::process::Pid::from_raw(p as i32))
             .ok_or_else(|| {
-                Error::Timeout(format!("{} to be signalled: it is not running", self.spec.name))
+                Error::Timeout(format!(
+                    "{} to be signalled: it is not running",
+                    self.spec.name
+                ))
             })?;
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
             Error::Process {

@@ -180,6 +180,16 @@ impl Failover {
         }
     }
 
+    /// The replicas whose gauge `metric` (e.g. a daemon's jobs-in-flight gauge) reads at least 1.
+    pub fn reporting(&self, h: &mut Harness, metric: &str) -> Result<Vec<String>, Error> {
+        Ok(self
+            .admins(h)?
+            .into_iter()
+            .filter(|(_, a)| a.metrics().get(metric, &[]).is_some_and(|v| v >= 1.0))
+            .map(|(name, _)| name)
+            .collect())
+    }
+
     /// Starts sampling every replica's leadership in a thread, until the monitor is dropped or
     /// [`LeaderMonitor::finish`]ed.
     pub fn monitor(&self, h: &mut Harness) -> Result<LeaderMonitor, Error> {
@@ -196,9 +206,7 @@ impl Failover {
     ) -> Result<(String, Duration), Error> {
         let killed = Instant::now();
         h.kill(leader).await?;
-        let (next, took) = self
-            .takeover(h, leader, killed, self.ttl + MARGIN)
-            .await?;
+        let (next, took) = self.takeover(h, leader, killed, self.ttl + MARGIN).await?;
         eprintln!(
             "failover: kill -9 of {leader} → {next} leads after {} ms (TTL {} ms)",
             took.as_millis(),
@@ -354,7 +362,9 @@ impl Observed {
         let mut previous: Vec<String> = vec![leader.to_owned()];
         for (at, leaders) in &self.changes {
             let new: Vec<&String> = leaders.iter().filter(|l| !previous.contains(l)).collect();
-            if !new.is_empty() && *at >= killed.saturating_duration_since(started) && *at < not_before
+            if !new.is_empty()
+                && *at >= killed.saturating_duration_since(started)
+                && *at < not_before
             {
                 return Err(format!(
                     "{new:?} began leading at {at:?}, inside the quiet period that ends at \
