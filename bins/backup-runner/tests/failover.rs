@@ -97,7 +97,7 @@ async fn kill_9_hands_leadership_and_the_job_over_within_one_ttl() {
     let killed = Instant::now();
     h.kill(&holder).await.unwrap();
     let took = refenced(&h, first, killed, TTL + MARGIN).await;
-    eprintln!(
+    println!(
         "failover: kill -9 of {holder} → the job re-fenced after {} ms (TTL {} ms)",
         took.as_millis(),
         TTL.as_millis()
@@ -125,7 +125,7 @@ async fn sigterm_hands_leadership_and_the_job_over_at_once() {
     let signalled = Instant::now();
     h.daemon(&holder).unwrap().send_sigterm().unwrap();
     let took = refenced(&h, first, signalled, bound).await;
-    eprintln!(
+    println!(
         "failover: SIGTERM of {holder} → the job re-fenced after {} ms (TTL {} ms)",
         took.as_millis(),
         TTL.as_millis()
@@ -166,7 +166,7 @@ async fn a_lease_server_restart_never_makes_two_leaders_or_holders() {
     let now = token(&h).await.unwrap();
     assert!(now >= first);
     if now == first {
-        assert_eq!(holders, [holder.clone()]);
+        assert_eq!(holders, [holder]);
         assert_eq!(fences(&h), 1);
     } else {
         assert_eq!(fences(&h), 2);

@@ -368,7 +368,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         write_metrics(dir, &daemons)?;
     }
     if let Some(grpc) = &grpc {
-        print_ha(grpc, &mut daemons).await?;
+        print_ha(grpc, &daemons).await?;
     }
     if args.check {
         println!("check passed");
@@ -719,7 +719,7 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
 /// Writes each daemon's `/metrics` exposition to `<dir>/<daemon>.prom`.
 /// Under `--ha`: which replica leads each component (waiting until each has exactly one leader)
 /// and how to watch a failover.
-async fn print_ha(grpc: &str, daemons: &mut [harness::Daemon]) -> anyhow::Result<()> {
+async fn print_ha(grpc: &str, daemons: &[harness::Daemon]) -> anyhow::Result<()> {
     println!(
         "High availability (--ha): two replicas per daemon on the lease server at {grpc}, lease TTL {HA_LEASE_TTL}."
     );
@@ -738,7 +738,7 @@ async fn print_ha(grpc: &str, daemons: &mut [harness::Daemon]) -> anyhow::Result
                         == Some(1.0)
                 })
                 .collect();
-            if let [one] = leaders.as_slice() {
+            if let [one] = leaders[..] {
                 break one;
             }
             anyhow::ensure!(

@@ -207,7 +207,7 @@ impl Failover {
         let killed = Instant::now();
         h.kill(leader).await?;
         let (next, took) = self.takeover(h, leader, killed, self.ttl + MARGIN).await?;
-        eprintln!(
+        println!(
             "failover: kill -9 of {leader} → {next} leads after {} ms (TTL {} ms)",
             took.as_millis(),
             self.ttl.as_millis()
@@ -239,7 +239,7 @@ impl Failover {
                 "{leader} to log that it released its leases before exiting"
             )));
         }
-        eprintln!(
+        println!(
             "failover: SIGTERM of {leader} → {next} leads after {} ms (TTL {} ms)",
             took.as_millis(),
             self.ttl.as_millis()
