@@ -237,6 +237,16 @@ impl Harness {
         self.daemon(name)?.kill().await
     }
 
+    /// SIGTERM a daemon and wait (at most `deadline`) for it to exit by itself; see
+    /// [`Daemon::terminate`].
+    pub async fn terminate(
+        &mut self,
+        name: &str,
+        deadline: Duration,
+    ) -> Result<std::process::ExitStatus, Error> {
+        self.daemon(name)?.terminate(deadline).await
+    }
+
     /// Kill -9 (if running) and start again with the same spec; waits for `/ready`.
     pub async fn restart(&mut self, name: &str, timeout: Duration) -> Result<(), Error> {
         let kubeconfig = self.kubeconfig.clone();

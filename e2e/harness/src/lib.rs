@@ -7,7 +7,10 @@
 //!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG, ADMIN_ADDR=127.0.0.1:0 and
 //!      │    │                           ADMIN_ADDR_FILE; stdout/stderr → log file
 //!      │    └─ wait_ready() / admin()   reads the reported address, polls GET {admin}/ready until 200
-//!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand
+//!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand; terminate(name): SIGTERM and
+//!      │                                wait for a graceful exit
+//!      ├─ failover::Failover            N replicas of a daemon on a real lease-server: who leads,
+//!      │                                how long a takeover took, were there ever two leaders
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
@@ -24,6 +27,7 @@ pub mod audit;
 mod daemon;
 pub mod dataplane;
 mod emulator;
+pub mod failover;
 pub mod fixtures;
 mod http;
 mod kubectl;

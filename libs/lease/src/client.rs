@@ -126,6 +126,19 @@ impl WorkLeases {
         }
     }
 
+    /// Leases under `prefix` that were released or expired (see [`crate::LeaseClient::frees`]), so
+    /// a replica that was refused one retries it at once. Single-replica mode refuses nothing and
+    /// reports nothing.
+    pub fn frees(&self, prefix: &str) -> futures::stream::BoxStream<'static, crate::Freed> {
+        use futures::StreamExt;
+        match &self.mode {
+            Mode::SingleReplica => futures::stream::pending().boxed(),
+            Mode::Networked(client) => {
+                tokio_stream::wrappers::UnboundedReceiverStream::new(client.frees(prefix)).boxed()
+            }
+        }
+    }
+
     /// Tries to acquire the work lease `name`: `Ok(None)` when another replica holds it (or the
     /// lease server is in its post-restart quiet period). A granted lease is renewed in the
     /// background until it is lost or dropped; dropping it releases it.

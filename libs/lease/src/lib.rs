@@ -38,6 +38,6 @@ pub mod pb {
 }
 
 pub use client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
-pub use net::{ClientOptions, LeaseClient, Reachability};
+pub use net::{ClientOptions, Freed, LeaseClient, Reachability};
 pub use service::LeaseService;
 pub use state::{Epoch, LeaseTable, Limits, Now};

@@ -11,6 +11,10 @@
 //!
 //!  work lease task ─ hold: Renew every ttl/3 ─ lost ─► WorkLease::lost() completes
 //!                                            └ WorkLease dropped ─► Release
+//!
+//!  release_all (graceful shutdown) ─► every holding: Release, then Following / lost;
+//!                                     no new Acquire; returns once every Release was answered
+//!  frees(prefix) ─ Watch(prefix) ─► a name RELEASED/EXPIRED, or Resynced after (re)connecting
 //! ```
 //!
 //! Invariant (the client's half of the safety argument, see docs/lease.md): a holder stops acting
@@ -97,6 +101,29 @@ pub struct LeaseClient {
     /// with the same grant, so without this two tasks of one replica could both believe they hold
     /// a work lease.
     held: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Set by [`LeaseClient::release_all`]: every holding is released and nothing new is acquired.
+    stopping: Arc<watch::Sender<bool>>,
+    /// Holdings in progress (an Acquire in flight, or a lease kept renewed), so that
+    /// [`LeaseClient::release_all`] knows when every Release was sent.
+    holdings: Arc<watch::Sender<usize>>,
+}
+
+/// A name under a watched prefix that may be free now (see [`LeaseClient::frees`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Freed {
+    /// This lease was released or expired.
+    Name(String),
+    /// The watch (re)connected: any lease under the prefix may have been freed meanwhile.
+    Resynced,
+}
+
+/// Counts one holding in [`LeaseClient::holdings`] while it lives.
+struct HoldingSlot(Arc<watch::Sender<usize>>);
+
+impl Drop for HoldingSlot {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// A definitive answer versus a failure to get one.
@@ -177,7 +204,85 @@ impl LeaseClient {
             identity: identity.into().into(),
             options,
             held: Arc::default(),
+            stopping: Arc::new(watch::channel(false).0),
+            holdings: Arc::new(watch::channel(0).0),
         })
+    }
+
+    /// Graceful shutdown: releases every lease this client holds (the leader lease and every work
+    /// lease, whoever still holds a handle to them) and acquires nothing afterwards, so standbys
+    /// take over at once instead of one TTL later. Electors then read `Following` and work leases
+    /// report lost. Returns true when every holding ended within `within` (each Release is
+    /// bounded by the call timeout; a lease whose Release got no answer expires by itself).
+    ///
+    /// Call it only once the work these leases protect has stopped.
+    pub async fn release_all(&self, within: Duration) -> bool {
+        self.stopping.send_replace(true);
+        let mut holdings = self.holdings.subscribe();
+        tokio::time::timeout(within, holdings.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    }
+
+    fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Completes once [`LeaseClient::release_all`] was called.
+    async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|stopping| *stopping).await;
+    }
+
+    fn holding_slot(&self) -> HoldingSlot {
+        self.holdings.send_modify(|n| *n += 1);
+        HoldingSlot(self.holdings.clone())
+    }
+
+    /// Reports leases under `prefix` that were released or expired, through one `Watch` stream
+    /// that reconnects by itself (push, no polling): a replica that was refused a work lease
+    /// retries it the moment it is freed. The task ends when the receiver is dropped.
+    pub fn frees(&self, prefix: impl Into<String>) -> tokio::sync::mpsc::UnboundedReceiver<Freed> {
+        use pb::watch_event::Type;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = self.clone();
+        let prefix = prefix.into();
+        tokio::spawn(async move {
+            loop {
+                let mut rpc = client.rpc.clone();
+                let watch = tokio::select! {
+                    _ = tx.closed() => return,
+                    w = rpc.watch(pb::WatchRequest { prefix: prefix.clone() }) => w,
+                };
+                if let Ok(response) = watch {
+                    let mut stream = response.into_inner();
+                    loop {
+                        let event = tokio::select! {
+                            _ = tx.closed() => return,
+                            e = stream.next() => e,
+                        };
+                        let Some(Ok(event)) = event else { break };
+                        let freed = match Type::try_from(event.r#type) {
+                            Ok(Type::Synced) => Some(Freed::Resynced),
+                            Ok(Type::Released | Type::Expired) => {
+                                event.lease.map(|l| Freed::Name(l.name))
+                            }
+                            _ => None,
+                        };
+                        if let Some(freed) = freed
+                            && tx.send(freed).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(client.options.retry_every()) => {}
+                }
+            }
+        });
+        rx
     }
 
     /// This replica's identity.
@@ -348,6 +453,12 @@ impl LeaseClient {
     /// Keeps `h` renewed until it is lost or `stop` completes (then it is released). Returns at
     /// the deadline at the latest when no renewal succeeds.
     async fn hold(&self, h: &mut Holding, stop: impl std::future::Future<Output = ()>) -> HoldEnd {
+        let stop = async {
+            tokio::select! {
+                _ = stop => {}
+                _ = self.stopped() => {}
+            }
+        };
         tokio::pin!(stop);
         let mut next = h.last_sent + self.options.renew_every();
         loop {
@@ -396,6 +507,10 @@ impl LeaseClient {
 
     async fn contend(&self, name: &str, tx: &watch::Sender<Leadership>, wake: &Notify) {
         loop {
+            if self.is_stopping() {
+                return;
+            }
+            let slot = self.holding_slot();
             let wait = match self.acquire(name).await {
                 Ok(AcquireOutcome::Granted(mut h)) => {
                     if Instant::now() < h.deadline {
@@ -404,7 +519,10 @@ impl LeaseClient {
                         let end = self.hold(&mut h, tx.closed()).await;
                         tx.send_replace(Leadership::Following);
                         match end {
-                            HoldEnd::Stopped => return,
+                            HoldEnd::Stopped => {
+                                tracing::info!(name, token = h.token, "released leadership");
+                                return;
+                            }
                             HoldEnd::Lost(reason) => {
                                 tracing::warn!(name, token = h.token, %reason, "lost leadership; following")
                             }
@@ -420,8 +538,10 @@ impl LeaseClient {
                     self.options.retry_every()
                 }
             };
+            drop(slot);
             tokio::select! {
                 _ = tx.closed() => return,
+                _ = self.stopped() => return,
                 _ = wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -457,6 +577,11 @@ impl LeaseClient {
     }
 
     pub(crate) async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        if self.is_stopping() {
+            // Shutting down: leave the object to the other replicas.
+            return Ok(None);
+        }
+        let slot = self.holding_slot();
         if !self.lock_held().insert(name.to_owned()) {
             // Another task of this replica holds it.
             return Ok(None);
@@ -482,12 +607,15 @@ impl LeaseClient {
         let lease = WorkLease::networked(name.into(), h.token, lost_rx);
         let client = self.clone();
         tokio::spawn(async move {
-            // The task ends when the WorkLease (the only receiver) is dropped: it then releases.
+            // The task ends when the WorkLease (the only receiver) is dropped or on release_all:
+            // it then releases.
             if let HoldEnd::Lost(reason) = client.hold(&mut h, lost_tx.closed()).await {
                 tracing::warn!(name = %h.name, token = h.token, %reason, "work lease lost");
-                lost_tx.send_replace(true);
             }
+            // Lost or released: whoever still holds the WorkLease must stop acting.
+            lost_tx.send_replace(true);
             client.lock_held().remove(&h.name);
+            drop(slot);
         });
         Ok(Some(lease))
     }
