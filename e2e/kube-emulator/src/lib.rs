@@ -23,6 +23,7 @@
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
 
 mod admin;
+mod auth;
 pub mod cli;
 mod controllers;
 mod discovery;
@@ -41,8 +42,12 @@ mod shared;
 mod ssa;
 mod store;
 mod table;
+mod tls;
 mod validation;
 
 pub use admin::{Fault, Hold};
-pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};
+pub use auth::ADMIN_USER;
+pub use emulator::{
+    Auth, Config, Emulator, Error, Running, client_for, read_manifests, write_kubeconfig,
+};
 pub use error::ApiError;
