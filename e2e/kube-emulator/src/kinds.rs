@@ -157,6 +157,46 @@ fn builtin(
     }
 }
 
+/// The review kinds served (group, plural, kind, namespaced).
+const REVIEW_KINDS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+];
+
 /// The built-in kinds the project and its tests use.
 pub(crate) fn builtins() -> Vec<Kind> {
     let mut v = vec![
@@ -303,7 +343,7 @@ pub(crate) fn builtins() -> Vec<Kind> {
             false,
         ));
     }
-    for (group, plural, kind, ns) in crate::auth::reviews::REVIEW_KINDS {
+    for (group, plural, kind, ns) in REVIEW_KINDS {
         let mut k = builtin(group, "v1", kind, plural, *ns, &[], &[], false);
         k.create_only = true;
         v.push(k);

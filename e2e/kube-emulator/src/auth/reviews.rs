@@ -17,48 +17,9 @@ const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 /// The default of `spec.expirationSeconds`.
 const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 
-/// The review kinds served (group, plural, kind, namespaced).
-pub(crate) const REVIEW_KINDS: &[(&str, &str, &str, bool)] = &[
-    (
-        "authentication.k8s.io",
-        "tokenreviews",
-        "TokenReview",
-        false,
-    ),
-    (
-        "authentication.k8s.io",
-        "selfsubjectreviews",
-        "SelfSubjectReview",
-        false,
-    ),
-    (
-        "authorization.k8s.io",
-        "subjectaccessreviews",
-        "SubjectAccessReview",
-        false,
-    ),
-    (
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-        false,
-    ),
-    (
-        "authorization.k8s.io",
-        "localsubjectaccessreviews",
-        "LocalSubjectAccessReview",
-        true,
-    ),
-    (
-        "authorization.k8s.io",
-        "selfsubjectrulesreviews",
-        "SelfSubjectRulesReview",
-        false,
-    ),
-];
-
 /// Answers a request for a review kind or the `serviceaccounts/token` subresource; None for every other
 /// request.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn handle(
     inner: &Inner,
     user: &Identity,

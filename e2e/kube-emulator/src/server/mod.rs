@@ -53,17 +53,18 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
         path.starts_with("/emulator/"),
     );
     let user_name = match &identity {
-        Ok(u) | Err((_, Some(u))) => Some(u.name.clone()),
-        Err((_, None)) => None,
+        Ok(u) => Some(u.name.clone()),
+        Err(refused) => refused.1.as_ref().map(|u| u.name.clone()),
     };
     let (resp, verb, target) = match identity {
-        Err((e, _)) => {
+        Err(refused) => {
+            let e = &refused.0;
             let verb = if path.starts_with("/emulator/") {
                 "admin".to_string()
             } else {
                 attrs.verb.clone()
             };
-            (error_response(&e), verb, None)
+            (error_response(e), verb, None)
         }
         Ok(_) if path.starts_with("/emulator/") => (
             admin_api::handle(&inner, &parts.method, &path, &q, &body),
@@ -197,23 +198,23 @@ fn identify(
     headers: &HeaderMap,
     attrs: &Attributes,
     admin_api: bool,
-) -> Result<Identity, (ApiError, Option<Identity>)> {
+) -> Result<Identity, Box<(ApiError, Option<Identity>)>> {
     if !inner.auth.enabled {
         return Ok(Identity::admin());
     }
     let st = inner.st();
     let caller = match crate::auth::bearer(headers) {
         None => Identity::anonymous(),
-        Some(Err(())) => return Err((rbac::unauthorized(), None)),
+        Some(Err(())) => return Err(Box::new((rbac::unauthorized(), None))),
         Some(Ok(token)) => match inner.auth.authenticate_token(&st, token) {
             Ok((id, audiences)) if audiences.iter().any(|a| a == crate::auth::API_AUDIENCE) => id,
-            _ => return Err((rbac::unauthorized(), None)),
+            _ => return Err(Box::new((rbac::unauthorized(), None))),
         },
     };
     let user = if caller.is_anonymous() {
         caller
     } else {
-        rbac::impersonate(&st, &caller, headers).map_err(|e| (e, Some(caller.clone())))?
+        rbac::impersonate(&st, &caller, headers).map_err(|e| Box::new((e, Some(caller.clone()))))?
     };
     if admin_api {
         // The emulator's own admin API is for the admin only.
@@ -221,19 +222,22 @@ fn identify(
             return Ok(user);
         }
         if user.is_anonymous() {
-            return Err((rbac::unauthorized(), Some(user)));
+            return Err(Box::new((rbac::unauthorized(), Some(user))));
         }
         let e = rbac::forbidden(&user, attrs, "");
-        return Err((e, Some(user)));
+        return Err(Box::new((e, Some(user))));
     }
     let d = rbac::authorize(&st, &user, attrs);
     if d.allowed {
         Ok(user)
     } else if user.is_anonymous() {
         // Anonymous requests are accepted for the public-info paths only.
-        Err((rbac::unauthorized(), Some(user)))
+        Err(Box::new((rbac::unauthorized(), Some(user))))
     } else {
-        Err((rbac::forbidden(&user, attrs, &d.reason), Some(user)))
+        Err(Box::new((
+            rbac::forbidden(&user, attrs, &d.reason),
+            Some(user),
+        )))
     }
 }
 
