@@ -824,6 +824,19 @@ async fn kubectl_can_i(bin: &str) {
         .code,
         403
     );
+    // A kubeconfig for the ServiceAccount's token: kubectl acts as the account.
+    let sa_kubeconfig = dir.join("bot-kubeconfig");
+    emu.write_kubeconfig_for_token(&sa_kubeconfig, &token, NS)
+        .unwrap();
+    let kc = format!("--kubeconfig={}", sa_kubeconfig.display());
+    let (code, _, err) = run(&[&kc, "get", "configmaps"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(&[&kc, "get", "pods"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("pods is forbidden: User \"system:serviceaccount:team:bot\" cannot list resource \"pods\" in API group \"\" in the namespace \"team\""),
+        "{err}"
+    );
     let (code, _, err) = run(&["create", "token", "bot", "-n", NS, "--duration=1m"]);
     assert_eq!(code, Some(1));
     assert!(

@@ -5,10 +5,11 @@
 use serde_json::{Value, json};
 
 use super::rbac::{self, Attributes};
-use super::{API_AUDIENCE, Identity, IssuedToken, uid_of};
+use super::{API_AUDIENCE, Authenticator, Identity, IssuedToken, uid_of};
 use crate::error::{ApiError, FieldError, invalid_for};
 use crate::kinds::Kind;
-use crate::shared::Inner;
+use crate::store::State;
+use std::sync::{Mutex, MutexGuard};
 
 /// kube-apiserver's lower bound of `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: i64 = 600;
@@ -21,7 +22,8 @@ const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 /// request.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn handle(
-    inner: &Inner,
+    auth: &Authenticator,
+    state: &Mutex<State>,
     user: &Identity,
     kind: &Kind,
     ns: Option<&str>,
@@ -48,25 +50,27 @@ pub(crate) fn handle(
     };
     Some(match kind.kind.as_str() {
         "ServiceAccount" => token_request_create(
-            inner,
+            auth,
+            state,
             kind,
             ns.unwrap_or_default(),
             name.unwrap_or_default(),
             &body,
         ),
-        "TokenReview" => token_review(inner, &body),
+        "TokenReview" => token_review(auth, state, &body),
         "SelfSubjectReview" => Ok((
             201,
             json!({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                 "metadata": {"creationTimestamp": null}, "status": {"userInfo": user.to_json()}}),
         )),
-        "SelfSubjectRulesReview" => rules_review(inner, user, &body),
-        k => access_review(inner, user, k, ns.unwrap_or_default(), body),
+        "SelfSubjectRulesReview" => rules_review(state, user, &body),
+        k => access_review(state, user, k, ns.unwrap_or_default(), body),
     })
 }
 
 fn token_request_create(
-    inner: &Inner,
+    auth: &Authenticator,
+    state: &Mutex<State>,
     sa_kind: &Kind,
     ns: &str,
     sa_name: &str,
@@ -95,7 +99,7 @@ fn token_request_create(
             "must match the service account namespace if specified",
         )]));
     }
-    let st = inner.st();
+    let st = lock(state);
     let sa = st.get(sa_kind, Some(ns), sa_name)?;
     let spec = &body["spec"];
     let expiration = match &spec["expirationSeconds"] {
@@ -183,9 +187,9 @@ fn token_request_create(
     };
     let sa_uid = uid_of(&sa).to_string();
     drop(st);
-    let now = inner.auth.now();
+    let now = auth.now();
     let expires = now + chrono::Duration::seconds(expiration);
-    let token = inner.auth.issue(IssuedToken {
+    let token = auth.issue(IssuedToken {
         namespace: ns.into(),
         service_account: sa_name.into(),
         service_account_uid: sa_uid,
@@ -215,7 +219,11 @@ fn go_strings(v: &[String]) -> String {
     format!("[{}]", q.join(" "))
 }
 
-fn token_review(inner: &Inner, body: &Value) -> Result<(u16, Value), ApiError> {
+fn token_review(
+    auth: &Authenticator,
+    state: &Mutex<State>,
+    body: &Value,
+) -> Result<(u16, Value), ApiError> {
     let spec = &body["spec"];
     let token = spec["token"].as_str().unwrap_or_default();
     if token.is_empty() {
@@ -235,8 +243,8 @@ fn token_review(inner: &Inner, body: &Value) -> Result<(u16, Value), ApiError> {
         wanted
     };
     let result = {
-        let st = inner.st();
-        inner.auth.authenticate_token(&st, token)
+        let st = lock(state);
+        auth.authenticate_token(&st, token)
     };
     let status = match result {
         Ok((id, token_auds)) => {
@@ -271,7 +279,7 @@ fn strs(v: &Value) -> Vec<String> {
 }
 
 fn access_review(
-    inner: &Inner,
+    state: &Mutex<State>,
     requester: &Identity,
     kind: &str,
     url_ns: &str,
@@ -359,7 +367,7 @@ fn access_review(
     } else {
         Attributes::non_resource(&s(nra, "verb"), &s(nra, "path"))
     };
-    let decision = rbac::authorize(&inner.st(), &user, &attrs);
+    let decision = rbac::authorize(&lock(state), &user, &attrs);
     let mut status = json!({"allowed": decision.allowed});
     if !decision.reason.is_empty() {
         status["reason"] = json!(decision.reason);
@@ -374,9 +382,13 @@ fn access_review(
     Ok((201, body))
 }
 
-fn rules_review(inner: &Inner, user: &Identity, body: &Value) -> Result<(u16, Value), ApiError> {
+fn rules_review(
+    state: &Mutex<State>,
+    user: &Identity,
+    body: &Value,
+) -> Result<(u16, Value), ApiError> {
     let ns = body["spec"]["namespace"].as_str().unwrap_or_default();
-    let (resource, non_resource, err) = rbac::rules_for(&inner.st(), user, ns);
+    let (resource, non_resource, err) = rbac::rules_for(&lock(state), user, ns);
     let mut status =
         json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false});
     if !err.is_empty() {
@@ -387,4 +399,8 @@ fn rules_review(inner: &Inner, user: &Identity, body: &Value) -> Result<(u16, Va
         json!({"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": null}, "spec": body["spec"], "status": status}),
     ))
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }

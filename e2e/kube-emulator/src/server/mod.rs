@@ -85,7 +85,8 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                         .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
                     let review = || {
                         crate::auth::reviews::handle(
-                            &inner,
+                            &inner.auth,
+                            &inner.state,
                             &user,
                             &t.kind,
                             t.ns.as_deref(),
