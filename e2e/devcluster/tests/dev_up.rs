@@ -69,7 +69,10 @@ fn check_mode_starts_everything_and_prints_next_steps() {
         .unwrap_or_else(|| panic!("no orders-db row in:\n{status}"));
     assert!(row.contains("Z..20"), "no recoverable window in {row:?}");
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
-    assert!(text.contains("server: http://127.0.0.1:"), "{text}");
+    // Authentication is on: https with the emulator's CA (kubectl sends credentials only over TLS) and
+    // the admin token.
+    assert!(text.contains("server: https://127.0.0.1:"), "{text}");
+    assert!(text.contains("certificate-authority-data: ") && text.contains("    token: "));
     monitoring_names_are_exported(&metrics_dir);
     let _ = std::fs::remove_dir_all(&dev_dir);
 }

@@ -162,6 +162,7 @@ impl Daemon {
                         s.trim()
                             .trim_matches(['\'', '"'])
                             .trim_start_matches("http://")
+                            .trim_start_matches("https://")
                     })
                     .map(str::to_owned)
             }

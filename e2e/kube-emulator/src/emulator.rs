@@ -45,6 +45,20 @@ pub enum Error {
     /// Building the kube client failed.
     #[error("building a kube client: {0}")]
     Client(#[from] kube::Error),
+    /// The TLS certificate could not be made.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// Whether requests are authenticated and authorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Auth {
+    /// Bearer tokens (the admin token, ServiceAccount tokens) are required and RBAC is enforced; the
+    /// kubeconfig points at `https://…` with the admin token. The default.
+    #[default]
+    On,
+    /// Every request is the admin (no 401/403 for permissions); the kubeconfig points at `http://…`.
+    Off,
 }
 
 /// How to run an emulator.
@@ -68,6 +82,8 @@ pub struct Config {
     pub snapshot: Option<PathBuf>,
     /// Mirror the audit log to this JSONL file.
     pub audit_log: Option<PathBuf>,
+    /// Authentication and RBAC (default on).
+    pub auth: Auth,
 }
 
 impl Default for Config {
@@ -82,6 +98,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             snapshot: None,
             audit_log: None,
+            auth: Auth::On,
         }
     }
 }
@@ -104,6 +121,12 @@ impl Config {
         self.bookmark_interval = d;
         self
     }
+
+    /// Turns authentication and RBAC on or off.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
 }
 
 /// Entry point.
@@ -117,6 +140,7 @@ pub struct Running {
     temp_dir: Option<PathBuf>,
     snapshot: Option<PathBuf>,
     server: Option<tokio::task::JoinHandle<()>>,
+    ca_pem: String,
 }
 
 impl Emulator {
@@ -133,6 +157,12 @@ impl Emulator {
             addr: bind.clone(),
             source,
         })?;
+        let certs = crate::tls::Certificates::generate(&config.host).map_err(Error::Tls)?;
+        let listener =
+            crate::tls::DualListener::new(listener, &certs).map_err(|source| Error::Listen {
+                addr: bind.clone(),
+                source,
+            })?;
         let audit_file = match &config.audit_log {
             Some(p) => Some(
                 std::fs::OpenOptions::new()
@@ -171,6 +201,7 @@ impl Emulator {
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
             openapi: Mutex::new(crate::openapi::Cache::default()),
+            auth: crate::auth::Authenticator::new(config.auth == Auth::On),
         });
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;
@@ -186,7 +217,17 @@ impl Emulator {
                 (dir.join("kubeconfig"), Some(dir))
             }
         };
-        write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
+        if config.auth == Auth::On {
+            write_kubeconfig_with(
+                &kubeconfig,
+                &format!("https://{addr}"),
+                &config.namespace,
+                inner.auth.admin_token(),
+                Some(&certs.ca_pem),
+            )?;
+        } else {
+            write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
+        }
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(inner.clone());
@@ -207,25 +248,74 @@ impl Emulator {
             temp_dir,
             snapshot: config.snapshot.clone(),
             server: Some(server),
+            ca_pem: certs.ca_pem,
         })
     }
 }
 
-/// Writes a kubeconfig pointing at `server` with a context namespace.
+/// Writes a kubeconfig pointing at `server` with a context namespace (no credentials: for an emulator
+/// with authentication off).
 pub fn write_kubeconfig(path: &Path, server: &str, namespace: &str) -> Result<(), Error> {
-    if let Some(parent) = path.parent() {
+    write_kubeconfig_with(path, server, namespace, "", None)
+}
+
+/// Writes a kubeconfig pointing at `server` with a context namespace, a bearer `token` (none when empty)
+/// and, for an `https://` server, the CA to trust. The file is private to its owner (mode 0600).
+pub(crate) fn write_kubeconfig_with(
+    path: &Path,
+    server: &str,
+    namespace: &str,
+    token: &str,
+    ca_pem: Option<&str>,
+) -> Result<(), Error> {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| Error::Io {
             path: parent.into(),
             source,
         })?;
     }
+    let ca = ca_pem
+        .map(|pem| {
+            format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            )
+        })
+        .unwrap_or_default();
+    let user = if token.is_empty() {
+        "  user: {}\n".to_string()
+    } else {
+        format!("  user:\n    token: {token}\n")
+    };
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n  cluster:\n    server: {server}\ncontexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n    user: kube-emulator\n    namespace: {namespace}\ncurrent-context: kube-emulator\nusers:\n- name: kube-emulator\n  user:\n    token: kube-emulator\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n    user: kube-emulator\n    namespace: {namespace}\ncurrent-context: kube-emulator\nusers:\n- name: kube-emulator\n{user}"
     );
-    std::fs::write(path, text).map_err(|source| Error::Io {
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(text.as_bytes())
+    };
+    write().map_err(|source| Error::Io {
         path: path.into(),
         source,
     })
+}
+
+/// A kube-rs client for an emulator at `url` (`http://…`) sending `token` (none when empty).
+pub fn client_for(url: &str, token: &str) -> kube::Client {
+    let mut cfg = kube::Config::new(url.parse().expect("emulator url"));
+    cfg.default_namespace = "default".into();
+    if !token.is_empty() {
+        cfg.auth_info.token = Some(secrecy::SecretString::from(token.to_string()));
+    }
+    kube::Client::try_from(cfg).expect("kube client for the emulator")
 }
 
 fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
@@ -331,11 +421,62 @@ impl Running {
         &self.kubeconfig
     }
 
-    /// A kube-rs client for this emulator (default namespace `default`).
+    /// A kube-rs client for this emulator as the admin (default namespace `default`).
     pub fn client(&self) -> kube::Client {
-        let mut cfg = kube::Config::new(self.url().parse().expect("emulator url"));
-        cfg.default_namespace = "default".into();
-        kube::Client::try_from(cfg).expect("kube client for the emulator")
+        client_for(&self.url(), self.admin_token())
+    }
+
+    /// A kube-rs client sending `token` (e.g. a ServiceAccount token from a TokenRequest).
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        client_for(&self.url(), token)
+    }
+
+    /// The admin bearer token (user `kube-emulator-admin`, group `system:masters`); empty when
+    /// authentication is off.
+    pub fn admin_token(&self) -> &str {
+        if self.inner.auth.enabled {
+            self.inner.auth.admin_token()
+        } else {
+            ""
+        }
+    }
+
+    /// PEM of the CA that signed the emulator's serving certificate (for `https://` clients).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// `https://127.0.0.1:PORT` (the same port serves plain HTTP and TLS).
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Writes a kubeconfig for this emulator that authenticates with `token` (e.g. a ServiceAccount's),
+    /// with `namespace` as the context namespace: `https://` with the emulator's CA when authentication is
+    /// on, so kubectl sends the token.
+    pub fn write_kubeconfig_for_token(
+        &self,
+        path: &Path,
+        token: &str,
+        namespace: &str,
+    ) -> Result<(), Error> {
+        if self.inner.auth.enabled {
+            write_kubeconfig_with(
+                path,
+                &self.https_url(),
+                namespace,
+                token,
+                Some(&self.ca_pem),
+            )
+        } else {
+            write_kubeconfig_with(path, &self.url(), namespace, token, None)
+        }
+    }
+
+    /// Moves the clock ServiceAccount token expiry is checked against forward (tokens expire without
+    /// waiting).
+    pub fn advance_token_clock(&self, d: Duration) {
+        self.inner.auth.advance_clock(d.as_secs() as i64);
     }
 
     /// Loads every manifest under `dir` (CRDs first); returns how many objects were created.
@@ -428,7 +569,8 @@ impl Running {
 
     /// A JSON summary for printing.
     pub fn describe(&self) -> Value {
-        json!({"url": self.url(), "kubeconfig": self.kubeconfig.display().to_string()})
+        json!({"url": self.url(), "kubeconfig": self.kubeconfig.display().to_string(),
+            "authentication": self.inner.auth.enabled})
     }
 }
 
