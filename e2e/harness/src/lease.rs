@@ -146,7 +146,7 @@ impl Harness {
         spec: DaemonSpec,
         timeout: Duration,
     ) -> Result<String, Error> {
-        self.spawn_grpc_server(spec.args(["--insecure"]), timeout)
+        self.spawn_lease_server_as_given(spec.args(["--insecure"]), timeout)
             .await
     }
 
@@ -165,7 +165,7 @@ impl Harness {
             "--tls-key-file".to_string(),
             tls.key_file.display().to_string(),
         ]);
-        let addr = self.spawn_grpc_server(spec, timeout).await?;
+        let addr = self.spawn_lease_server_as_given(spec, timeout).await?;
         Ok(SecureLeaseServer {
             endpoint: format!("https://{addr}"),
             addr,
@@ -173,7 +173,9 @@ impl Harness {
         })
     }
 
-    async fn spawn_grpc_server(
+    /// Spawns a `lease-server` binary with its gRPC listener on `127.0.0.1:0` and otherwise its
+    /// own settings (`--insecure` or TLS files from its spec); returns the bound address.
+    pub async fn spawn_lease_server_as_given(
         &mut self,
         spec: DaemonSpec,
         timeout: Duration,
