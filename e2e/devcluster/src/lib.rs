@@ -97,12 +97,17 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "apidef-restarter",
         args: &["--debounce=2s"],
     },
-    // The lease service, its epoch ConfigMap in `default`. The dev daemons run single-replica
+    // The lease service, its epoch ConfigMap in `default`, in insecure mode (plaintext, no
+    // authentication: a development machine). The dev daemons run single-replica
     // (`--lease-endpoint=none`) unless `--ha`; the gRPC port is picked freely and logged
     // ("serving leases").
     DaemonEntry {
         bin: "lease-server",
-        args: &["--grpc-addr=127.0.0.1:0", "--namespace=default"],
+        args: &[
+            "--grpc-addr=127.0.0.1:0",
+            "--namespace=default",
+            "--insecure",
+        ],
     },
 ];
 

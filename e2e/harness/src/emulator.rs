@@ -214,31 +214,6 @@ impl Harness {
             .ok_or_else(|| Error::UnknownDaemon(name.into()))
     }
 
-    /// Spawns a `lease-server` binary whose gRPC listener binds `127.0.0.1:0`, waits for it to be
-    /// ready and returns the address it reports on `/ready` (`gRPC on IP:PORT`). Its spec is then
-    /// pinned to that address, so a [`Harness::restart`] serves on the same one (clients keep it).
-    pub async fn spawn_lease_server(
-        &mut self,
-        spec: DaemonSpec,
-        timeout: Duration,
-    ) -> Result<String, Error> {
-        let spec = spec.args(["--grpc-addr", "127.0.0.1:0"]);
-        let name = spec.name.clone();
-        let d = self.spawn_ready(spec, timeout).await?;
-        let report = d.admin().await?.ready_report();
-        let addr = report
-            .split("gRPC on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Timeout(format!("{name} to report its gRPC address")))?;
-        let args = &mut d.spec.args;
-        if let Some(i) = args.iter().rposition(|a| a == "127.0.0.1:0") {
-            args[i] = addr.clone();
-        }
-        Ok(addr)
-    }
-
     /// `kill -9` a daemon.
     pub async fn kill(&mut self, name: &str) -> Result<(), Error> {
         self.daemon(name)?.kill().await

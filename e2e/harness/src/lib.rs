@@ -32,6 +32,7 @@ pub mod fixtures;
 mod http;
 mod kubectl;
 pub mod leak;
+pub mod lease;
 mod poll;
 pub mod rbac;
 
@@ -43,6 +44,7 @@ pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 pub use kube_emulator::{Fault, Hold};
+pub use lease::{LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.

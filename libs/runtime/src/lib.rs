@@ -130,8 +130,18 @@ pub(crate) async fn leases_with_client(
         return Ok((leader, lease::WorkLeases::single_replica(), None));
     }
     let identity = args.identity();
-    let client = lease::LeaseClient::connect_lazy(&args.lease_endpoint, identity.clone(), options)
-        .map_err(|e| anyhow::anyhow!("--lease-endpoint={}: {e}", args.lease_endpoint))?;
+    let client = lease::LeaseClient::connect_lazy_with(
+        &args.lease_endpoint,
+        identity.clone(),
+        options,
+        &args.security(),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "--lease-endpoint={} (--lease-ca-file, --lease-token-file): {e}",
+            args.lease_endpoint
+        )
+    })?;
     let leader = format!("{component}/leader");
     tracing::info!(component, endpoint = %args.lease_endpoint, %identity, lease = %leader, "contending for leadership");
     let mut reach = client.reachability(leader.clone());
