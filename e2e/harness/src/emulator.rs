@@ -278,7 +278,12 @@ impl Harness {
         }
     }
 
-    fn snapshot(&self) -> Value {
+    /// Every daemon spawned so far.
+    pub fn daemons(&self) -> &[Daemon] {
+        &self.daemons
+    }
+
+    pub(crate) fn snapshot(&self) -> Value {
         match &self.backend {
             Backend::InProcess(r) => r.snapshot(),
             Backend::Process(d) => {

@@ -184,3 +184,33 @@ async fn a_component_runs_as_its_service_account_under_its_rbac() {
             .any(|r| r.code == 403 && r.resource == "namespaces")
     );
 }
+
+/// The leak check looks at Events, project objects' status and what the test saw, in every form
+/// a value takes there, and names the place without printing the value.
+#[tokio::test]
+async fn the_secret_leak_check_finds_values_in_events_status_and_errors() {
+    use base64::Engine as _;
+    let h = Harness::start().await.unwrap();
+    let secret = "hunter2-\"quoted\"";
+    h.assert_no_secret_leaks(&[secret], &[("an error", "access denied")]);
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(h.client(), "default");
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Secret", "name": "s", "namespace": "default"},
+        "reason": "Copied",
+        "message": format!("copied {}", base64::engine::general_purpose::STANDARD.encode(secret)),
+    }))
+    .unwrap();
+    events.create(&PostParams::default(), &ev).await.unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.assert_no_secret_leaks(&[secret], &[("an error", "failed: hunter2-\\\"quoted\\\"")])
+    }))
+    .unwrap_err();
+    let message = caught.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("Event default/e1"), "{message}");
+    assert!(message.contains("an error"), "{message}");
+    assert!(
+        !message.contains("hunter2"),
+        "the value itself is never printed: {message}"
+    );
+}
