@@ -485,9 +485,10 @@ async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
     let mut p = Platform::start_with(async |h: &mut harness::Harness| {
         let grpc = h
             .spawn_lease_server(
+                // Its epoch in its own namespace, where its Role allows it.
                 DaemonSpec::new("lease-server", bin("lease-server")).args([
                     "--namespace",
-                    "default",
+                    "cozy-backup-controller",
                     "--max-ttl",
                     "3s",
                 ]),

@@ -6,7 +6,9 @@
 //!  rbac-usage (bin) ─► every grant of deploy/<component>/rbac.yaml, one per
 //!                      rule × verb × resource × resourceName, scoped by the bindings that give
 //!                      it to the ServiceAccount (cluster-wide, or one namespace)
-//!                  ─► the union of the recorded requests that were authorised (not 401/403)
+//!                  ─► the union of the recorded requests that were authorised (not 401/403);
+//!                      a server-side apply that created its object (patch → 201) also needed
+//!                      `create`, as kube-apiserver authorises it
 //!                  ─► each grant: needed (some request only it allows), redundant (everything it
 //!                      allowed another grant allows too), unused (it allowed nothing); a rule
 //!                      under a `# rbac: kept because …` comment is reported as kept
@@ -67,12 +69,10 @@ impl Grant {
         let resource_ok = wild(&self.resource, &resource)
             || (self.resource.starts_with("*/")
                 && r.subresource.as_deref() == Some(&self.resource[2..]));
+        // A POST create and a deletecollection carry no name, so a named rule never allows them.
         let name_ok = match &self.name {
             None => true,
-            Some(n) => {
-                !matches!(r.verb.as_str(), "create" | "deletecollection")
-                    && r.authorized_name().as_deref() == Some(n.as_str())
-            }
+            Some(n) => r.authorized_name().as_deref() == Some(n.as_str()),
         };
         let scope_ok = self.scopes.iter().any(|s| match s {
             Scope::Cluster => true,
@@ -279,11 +279,25 @@ pub enum Verdict {
     Unused,
 }
 
+/// What authorising `r` took in kube-apiserver: the request itself and, for a server-side apply
+/// that created its object (a `patch` answered 201), a `create` of that name too.
+fn authorisations(r: &Request) -> Vec<Request> {
+    let mut out = vec![r.clone()];
+    if r.verb == "patch" && r.code == 201 {
+        out.push(Request {
+            verb: "create".into(),
+            ..r.clone()
+        });
+    }
+    out
+}
+
 /// Each grant with its verdict against `requests` (only authorised ones count).
 pub fn assess(grants: &[Grant], requests: &[Request]) -> Vec<(Grant, Verdict)> {
-    let authorised: Vec<&Request> = requests
+    let authorised: Vec<Request> = requests
         .iter()
         .filter(|r| !matches!(r.code, 401 | 403) && !r.resource.is_empty())
+        .flat_map(authorisations)
         .collect();
     let mut allowed = vec![false; grants.len()];
     let mut sole = vec![false; grants.len()];
@@ -437,7 +451,7 @@ rules:
   - apiGroups: [""]
     resources: ["configmaps"]
     resourceNames: ["cfg"]
-    verbs: ["get", "watch", "create"]
+    verbs: ["get", "watch", "create", "patch"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -469,8 +483,8 @@ subjects:
     #[test]
     fn grants_expand_rules_with_scopes_lines_and_markers() {
         let g = grants(RBAC, "sys", "sa");
-        // 2 groups×resources×verbs + 1 + 1 + 3 named.
-        assert_eq!(g.len(), 4 + 1 + 1 + 3);
+        // 2 resources × 2 verbs + 1 + 1 + 4 named.
+        assert_eq!(g.len(), 4 + 1 + 1 + 4);
         assert_eq!(g[0].line, 7);
         assert_eq!(g[0].scopes, vec![Scope::Cluster]);
         assert_eq!(
@@ -507,6 +521,12 @@ subjects:
             watch,
             req("get", "", "configmaps", "elsewhere", Some("cfg")), // out of the Role's namespace
             denied,
+            {
+                // A server-side apply that created the named ConfigMap: patch and create.
+                let mut apply = req("patch", "", "configmaps", "t", Some("cfg"));
+                apply.code = 201;
+                apply
+            },
         ];
         let v: Vec<Verdict> = assess(&g, &requests).into_iter().map(|(_, v)| v).collect();
         use Verdict::*;
@@ -521,7 +541,8 @@ subjects:
                 Needed,    // get g/*
                 Unused,    // get configmaps cfg
                 Needed,    // watch configmaps cfg (the field selector names it)
-                Unused,    // create configmaps cfg: resourceNames never allow a create
+                Needed,    // create configmaps cfg: the apply that created it
+                Needed,    // patch configmaps cfg: that apply
             ]
         );
     }
