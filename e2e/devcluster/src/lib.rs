@@ -97,7 +97,8 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "apidef-restarter",
         args: &["--debounce=2s"],
     },
-    // The lease service, its epoch ConfigMap in `default`, in insecure mode (plaintext, no
+    // The lease service, its epoch ConfigMap in its own namespace (where its Role allows it), in
+    // insecure mode (plaintext, no
     // authentication: a development machine). The dev daemons run single-replica
     // (`--lease-endpoint=none`) unless `--ha`; the gRPC port is picked freely and logged
     // ("serving leases").
@@ -105,7 +106,7 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "lease-server",
         args: &[
             "--grpc-addr=127.0.0.1:0",
-            "--namespace=default",
+            "--namespace=cozy-backup-controller",
             "--insecure",
         ],
     },
@@ -244,6 +245,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     let mut grpc: Option<String> = None;
+    // Each of the project's daemons runs as its own ServiceAccount with its deploy/ RBAC, as in a
+    // cluster; the simulated operators (not ours) run as the admin.
+    let mut tokens: std::collections::BTreeMap<String, String> = Default::default();
     for entry in order {
         let bin = harness::locate_binary(entry.bin).with_context(|| {
             format!(
@@ -282,7 +286,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     HA_LEASE_TTL,
                 ]);
             }
-            let mut d = harness::Daemon::spawn(spec, &kubeconfig, &logs)?;
+            let own_kubeconfig = match spec.component() {
+                Some(component) => {
+                    if !tokens.contains_key(&component) {
+                        let (_, token) =
+                            harness::identity::provision_component(emulator.client(), &component)
+                                .await
+                                .with_context(|| format!("provisioning {component}'s identity"))?;
+                        tokens.insert(component.clone(), token);
+                    }
+                    let path = args.dev_dir.join(format!("kubeconfig.{name}"));
+                    harness::identity::write_component_kubeconfig(
+                        &kubeconfig,
+                        &path,
+                        &component,
+                        &tokens[&component],
+                    )?;
+                    path
+                }
+                None => kubeconfig.clone(),
+            };
+            let mut d = harness::Daemon::spawn(spec, &own_kubeconfig, &logs)?;
             d.wait_ready(Duration::from_secs(60)).await?;
             if entry.bin == "operator-sims" {
                 s3 = Some(

@@ -90,6 +90,30 @@ fn api_resource(doc: &Value) -> Option<ApiResource> {
     ))
 }
 
+/// Applies `deploy/<component>/serviceaccount.yaml` and `rbac.yaml` with the admin `client`
+/// (creating the namespaces they name when missing) and issues a token of the ServiceAccount
+/// through TokenRequest; answers `(user name, token)`. The dev control plane uses it too.
+pub async fn provision_component(
+    client: kube::Client,
+    component: &str,
+) -> Result<(String, String), Error> {
+    let i = provision(client, component.to_owned()).await?;
+    Ok((i.user, i.token))
+}
+
+/// Writes a kubeconfig for a component (see [`provision_component`]): the admin kubeconfig at
+/// `admin` with `token` as the user's token and the component ServiceAccount's namespace as the
+/// context's, at `path` (mode 0600).
+pub fn write_component_kubeconfig(
+    admin: &Path,
+    path: &Path,
+    component: &str,
+    token: &str,
+) -> Result<(), Error> {
+    let (ns, _) = service_account(component);
+    write_kubeconfig(admin, path, token, &ns)
+}
+
 /// Applies the component's manifests and issues its token (run on the admin `client`).
 async fn provision(client: kube::Client, component: String) -> Result<ComponentIdentity, Error> {
     let docs = component_manifests(&component);
