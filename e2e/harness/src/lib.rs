@@ -16,7 +16,8 @@
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
 //!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
-//!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders)
+//!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders),
+//!            bad_input (a table row's wait for its named end; the daemon-survived check)
 //! ```
 //! Invariants: every daemon binds a loopback port of its own choosing and reports it; each harness has
 //! its own emulator and work directory, so tests never share state; daemons are killed when the harness
@@ -24,6 +25,7 @@
 
 mod admin;
 pub mod audit;
+pub mod bad_input;
 mod daemon;
 pub mod dataplane;
 mod emulator;

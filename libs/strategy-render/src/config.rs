@@ -128,6 +128,25 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// `http://host…` or `https://host…`: a scheme, then a host without whitespace.
+fn is_http_url(s: &str) -> bool {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        let host = r.split(['/', '?', '#']).next().unwrap_or_default();
+        !host.is_empty() && !host.starts_with(':') && !s.chars().any(char::is_whitespace)
+    })
+}
+
+/// A value for a message: at most 200 characters, then `…`.
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
 fn validate(c: &RenderConfig) -> Result<(), ConfigError> {
     let bs = &c.backup_storage;
     let invalid = |key, problem: &str| {
@@ -154,6 +173,17 @@ fn validate(c: &RenderConfig) -> Result<(), ConfigError> {
             "backupStorage.bucketName",
             "must be a DNS label when provisionBucket is true (it names the Bucket object)",
         );
+    }
+    if !is_http_url(&bs.endpoint) {
+        // The endpoint is written into every strategy (CNPG endpointURL, Etcd endpoint, the BSL's
+        // s3Url) as it is: a value without a scheme or a host renders objects no backup can use.
+        return Err(ConfigError::Invalid {
+            key: "backupStorage.endpoint",
+            problem: format!(
+                "must be an http:// or https:// URL with a host, got {:?}",
+                shorten(&bs.endpoint)
+            ),
+        });
     }
     if bs.system_secret_name.is_empty() {
         return invalid("backupStorage.systemSecretName", "must not be empty");
@@ -216,6 +246,35 @@ mod tests {
         assert_eq!(e, "velero.namespace: must be a namespace name");
         let e = err("backupStorage: [1]\n");
         assert!(e.contains("backupStorage: expected a mapping"), "{e}");
+        let e = err("backupStorage:\n  endpoint: s3.example.com\n");
+        assert_eq!(
+            e,
+            "backupStorage.endpoint: must be an http:// or https:// URL with a host, got \"s3.example.com\""
+        );
+        for bad in [
+            "https://",
+            "http://:8333",
+            "https://s3 .example.com",
+            "ftp://s3",
+        ] {
+            assert!(
+                err(&format!("backupStorage:\n  endpoint: '{bad}'\n"))
+                    .starts_with("backupStorage.endpoint: "),
+                "{bad}"
+            );
+        }
+        let long = err(&format!(
+            "backupStorage:\n  endpoint: '{}'\n",
+            "x".repeat(5000)
+        ));
+        assert!(long.len() < 400 && long.ends_with("…\""), "{long}");
+        assert!(
+            parse_config(
+                &d,
+                Some("backupStorage:\n  endpoint: https://s3.example.com:9000/x\n")
+            )
+            .is_ok()
+        );
         // External S3 may use any namespace and any real bucket name.
         assert!(
             parse_config(
