@@ -100,14 +100,14 @@ fn cases() -> Vec<Case> {
             "backupStorage.bucketName: must be a DNS label",
         ),
         case(
-            "endpoint without a scheme",
-            "backupStorage:\n  endpoint: s3.example.com\n",
-            "backupStorage.endpoint: must be an http:// or https:// URL with a host, got \"s3.example.com\"",
+            "endpoint empty",
+            "backupStorage:\n  endpoint: ''\n",
+            "backupStorage.endpoint: must be a URL without whitespace, got \"\"",
         ),
         case(
             "endpoint with an emoji host and a space",
             "backupStorage:\n  endpoint: 'https://s3 🚀.example.com'\n",
-            "backupStorage.endpoint: must be an http:// or https:// URL",
+            "backupStorage.endpoint: must be a URL without whitespace",
         ),
         case(
             "systemSecretName empty",

@@ -128,15 +128,10 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-/// `http://host…` or `https://host…`: a scheme, then a host without whitespace.
-fn is_http_url(s: &str) -> bool {
-    let rest = s
-        .strip_prefix("https://")
-        .or_else(|| s.strip_prefix("http://"));
-    rest.is_some_and(|r| {
-        let host = r.split(['/', '?', '#']).next().unwrap_or_default();
-        !host.is_empty() && !host.starts_with(':') && !s.chars().any(char::is_whitespace)
-    })
+/// An endpoint that can be written into the strategies: not empty and without whitespace. Anything
+/// else is passed on verbatim, as upstream's chart does (a value without a scheme included).
+fn is_usable_endpoint(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// A value for a message: at most 200 characters, then `…`.
@@ -174,13 +169,14 @@ fn validate(c: &RenderConfig) -> Result<(), ConfigError> {
             "must be a DNS label when provisionBucket is true (it names the Bucket object)",
         );
     }
-    if !is_http_url(&bs.endpoint) {
+    if !is_usable_endpoint(&bs.endpoint) {
         // The endpoint is written into every strategy (CNPG endpointURL, Etcd endpoint, the BSL's
-        // s3Url) as it is: a value without a scheme or a host renders objects no backup can use.
+        // s3Url) as it is; upstream does not check it, but an empty value or one with whitespace
+        // renders objects no backup can use.
         return Err(ConfigError::Invalid {
             key: "backupStorage.endpoint",
             problem: format!(
-                "must be an http:// or https:// URL with a host, got {:?}",
+                "must be a URL without whitespace, got {:?}",
                 shorten(&bs.endpoint)
             ),
         });
@@ -246,17 +242,20 @@ mod tests {
         assert_eq!(e, "velero.namespace: must be a namespace name");
         let e = err("backupStorage: [1]\n");
         assert!(e.contains("backupStorage: expected a mapping"), "{e}");
-        let e = err("backupStorage:\n  endpoint: s3.example.com\n");
+        let e = err("backupStorage:\n  endpoint: ''\n");
         assert_eq!(
             e,
-            "backupStorage.endpoint: must be an http:// or https:// URL with a host, got \"s3.example.com\""
+            "backupStorage.endpoint: must be a URL without whitespace, got \"\""
         );
-        for bad in [
-            "https://",
-            "http://:8333",
-            "https://s3 .example.com",
-            "ftp://s3",
-        ] {
+        // Verbatim, as upstream: a value without a scheme is accepted.
+        assert!(
+            parse_config(
+                &d,
+                Some("backupStorage:\n  endpoint: s3.example.com:8333\n")
+            )
+            .is_ok()
+        );
+        for bad in ["https://s3 .example.com", " s3.example.com"] {
             assert!(
                 err(&format!("backupStorage:\n  endpoint: '{bad}'\n"))
                     .starts_with("backupStorage.endpoint: "),
@@ -264,7 +263,7 @@ mod tests {
             );
         }
         let long = err(&format!(
-            "backupStorage:\n  endpoint: '{}'\n",
+            "backupStorage:\n  endpoint: '{} x'\n",
             "x".repeat(5000)
         ));
         assert!(long.len() < 400 && long.ends_with("…\""), "{long}");
