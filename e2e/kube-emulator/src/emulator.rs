@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use crate::admin::{Admin, Fault, Hold};
+use crate::chaos::{Chaos, ChaosCounts};
 use crate::server::handle;
 use crate::shared::Inner;
 use crate::store::{State, WriteOpts};
@@ -42,6 +43,9 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
+    /// The chaos schedule is out of range (the message names the field).
+    #[error("invalid chaos schedule: {0}")]
+    Chaos(String),
     /// Building the kube client failed.
     #[error("building a kube client: {0}")]
     Client(#[from] kube::Error),
@@ -68,6 +72,8 @@ pub struct Config {
     pub snapshot: Option<PathBuf>,
     /// Mirror the audit log to this JSONL file.
     pub audit_log: Option<PathBuf>,
+    /// A seeded fault schedule active from the start (see [`Chaos`]).
+    pub chaos: Option<Chaos>,
 }
 
 impl Default for Config {
@@ -82,6 +88,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             snapshot: None,
             audit_log: None,
+            chaos: None,
         }
     }
 }
@@ -113,6 +120,10 @@ pub struct Emulator;
 pub struct Running {
     inner: Arc<Inner>,
     addr: SocketAddr,
+    history_size: usize,
+    bookmark_interval: Duration,
+    /// The stored state while stopped by [`Running::stop_serving`].
+    stopped: Option<Value>,
     kubeconfig: PathBuf,
     temp_dir: Option<PathBuf>,
     snapshot: Option<PathBuf>,
@@ -158,20 +169,12 @@ impl Emulator {
             })?;
             state.restore(&v);
         }
-        let (drop_watches, _) = watch::channel(0u64);
-        let (release_holds, _) = watch::channel(0u64);
-        let (shutdown, _) = watch::channel(false);
-        let inner = Arc::new(Inner {
-            state: Mutex::new(state),
-            admin: Mutex::new(Admin::new(audit_file)),
-            changed: Notify::new(),
-            drop_watches,
-            release_holds,
-            shutdown,
-            bookmark_interval: config.bookmark_interval,
-            addr: addr.to_string(),
-            openapi: Mutex::new(crate::openapi::Cache::default()),
-        });
+        let mut admin = Admin::new(audit_file);
+        if let Some(c) = &config.chaos {
+            c.validate().map_err(Error::Chaos)?;
+            admin.set_chaos(Some(c.clone()));
+        }
+        let inner = new_inner(state, admin, addr, config.bookmark_interval);
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;
         }
@@ -187,28 +190,59 @@ impl Emulator {
             }
         };
         write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(inner.clone());
-        let mut shutdown_rx = inner.shutdown.subscribe();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = shutdown_rx.changed().await;
-                })
-                .await;
-        });
-        tokio::spawn(crate::controllers::run(inner.clone()));
+        let server = serve(listener, &inner);
         tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "kube-emulator listening");
         Ok(Running {
             inner,
             addr,
+            history_size: config.history_size,
+            bookmark_interval: config.bookmark_interval,
+            stopped: None,
             kubeconfig,
             temp_dir,
             snapshot: config.snapshot.clone(),
             server: Some(server),
         })
     }
+}
+
+fn new_inner(
+    state: State,
+    admin: Admin,
+    addr: SocketAddr,
+    bookmark_interval: Duration,
+) -> Arc<Inner> {
+    let (drop_watches, _) = watch::channel(0u64);
+    let (release_holds, _) = watch::channel(0u64);
+    let (shutdown, _) = watch::channel(false);
+    Arc::new(Inner {
+        state: Mutex::new(state),
+        admin: Mutex::new(admin),
+        changed: Notify::new(),
+        drop_watches,
+        release_holds,
+        shutdown,
+        bookmark_interval,
+        addr: addr.to_string(),
+        openapi: Mutex::new(crate::openapi::Cache::default()),
+    })
+}
+
+/// Serves `inner` on `listener` until its shutdown signal, with the bundled controllers.
+fn serve(listener: tokio::net::TcpListener, inner: &Arc<Inner>) -> tokio::task::JoinHandle<()> {
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(inner.clone());
+    let mut shutdown_rx = inner.shutdown.subscribe();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown_rx.changed().await;
+            })
+            .await;
+    });
+    tokio::spawn(crate::controllers::run(inner.clone()));
+    server
 }
 
 /// Writes a kubeconfig pointing at `server` with a context namespace.
@@ -398,6 +432,83 @@ impl Running {
     /// Ends every open watch stream.
     pub fn drop_watches(&self) {
         self.inner.drop_watches.send_modify(|n| *n += 1);
+    }
+
+    /// Sets (Some) or clears (None) the seeded fault schedule; a new one starts from its seed with
+    /// zeroed counters.
+    pub fn set_chaos(&self, schedule: Option<Chaos>) -> Result<(), Error> {
+        if let Some(c) = &schedule {
+            c.validate().map_err(Error::Chaos)?;
+        }
+        self.inner.admin().set_chaos(schedule);
+        Ok(())
+    }
+
+    /// What the current (or last) chaos schedule injected so far.
+    pub fn chaos_counts(&self) -> ChaosCounts {
+        let report = self.inner.admin().chaos_report();
+        serde_json::from_value(report["counts"].clone()).unwrap_or_default()
+    }
+
+    /// Stops serving like an API server going down: every watch stream ends, held answers are
+    /// released, the port stops accepting connections (clients get "connection refused") and the
+    /// stored state is kept as a snapshot (also written to the snapshot file, if configured). The
+    /// audit log, fault rules and chaos schedule survive. No-op when already stopped.
+    pub async fn stop_serving(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let snap = self.inner.st().snapshot();
+        if let Some(p) = &self.snapshot {
+            let _ = std::fs::write(p, serde_json::to_vec(&snap).unwrap_or_default());
+        }
+        let _ = self.inner.shutdown.send(true);
+        if let Some(s) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+        self.stopped = Some(snap);
+    }
+
+    /// Serves again on the same address, from the snapshot taken by [`Running::stop_serving`]:
+    /// the same objects and resourceVersion counter, an empty watch history (a watch resuming from
+    /// an older resourceVersion gets 410 Expired and relists, as after an etcd compaction), the pod
+    /// logs, audit log, faults and chaos schedule carried over. No-op while serving.
+    pub async fn serve_again(&mut self) -> Result<(), Error> {
+        let Some(snap) = self.stopped.take() else {
+            return Ok(());
+        };
+        let bind = self.addr.to_string();
+        // The old server's connections may take a moment to close; the bind retries briefly.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(&bind).await {
+                Ok(l) => break l,
+                Err(source) if tokio::time::Instant::now() > deadline => {
+                    self.stopped = Some(snap);
+                    return Err(Error::Listen { addr: bind, source });
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let mut state = State::new(self.history_size);
+        state.restore(&snap);
+        state.logs = std::mem::take(&mut self.inner.st().logs);
+        let admin = std::mem::take(&mut *self.inner.admin());
+        self.inner = new_inner(state, admin, self.addr, self.bookmark_interval);
+        self.server = Some(serve(listener, &self.inner));
+        tracing::info!(addr = %self.addr, "kube-emulator serving again");
+        Ok(())
+    }
+
+    /// [`Running::stop_serving`], then [`Running::serve_again`] at once.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        self.stop_serving().await;
+        self.serve_again().await
+    }
+
+    /// True between [`Running::stop_serving`] and [`Running::serve_again`].
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.is_some()
     }
 
     /// The current global resourceVersion.

@@ -17,12 +17,13 @@
 //!
 //! Module layers (each depends only on layers above it, so there are no module cycles):
 //! `json`, `kinds` (leaves) → `selector`, `error`, `printers`, `openapi` → `schema`, `validation`,
-//! `patch`, `ssa`, `table`, `discovery`, `protobuf` → `store` → `admin`, `shared` (the state behind the HTTP server and the controllers) →
+//! `patch`, `ssa`, `table`, `discovery`, `protobuf` → `store` → `chaos`, `admin`, `shared` (the state behind the HTTP server and the controllers) →
 //! `server`, `controllers` → `emulator` → `cli`.
 //!
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
 
 mod admin;
+mod chaos;
 pub mod cli;
 mod controllers;
 mod discovery;
@@ -44,5 +45,6 @@ mod table;
 mod validation;
 
 pub use admin::{Fault, Hold};
+pub use chaos::{Chaos, ChaosCounts, Mix};
 pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};
 pub use error::ApiError;

@@ -2,7 +2,7 @@
 //! `pods/log`, with the admin API mounted under `/emulator/v1`.
 //!
 //! ```text
-//! request ─► audit + latency + fault injection ─► route (discovery | openapi | resource verb | admin)
+//! request ─► audit + latency + fault injection + chaos schedule ─► route (discovery | openapi | resource verb | admin)
 //!          ─► State (one mutex, synchronous) ─► JSON / Table / PartialObjectMetadata / watch stream
 //! ```
 //! Stages, one submodule each: [`route`] (path → target and verb), [`request`] (query, body and Accept
@@ -11,6 +11,7 @@
 //! and [`admin_api`] (the emulator-only admin endpoints).
 
 mod admin_api;
+mod chaos;
 mod logs;
 mod patching;
 mod request;
@@ -61,6 +62,10 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                 let fault = inner
                     .admin()
                     .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
+                let plan = fault.map_or_else(
+                    || chaos::plan(&inner, verb, &q, &parts.headers),
+                    |_| crate::chaos::Plan::Pass,
+                );
                 let resp = match fault {
                     Some(code) if !(verb == "watch" && code == 410) => {
                         error_response(&crate::admin::fault_error(
@@ -70,6 +75,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                         ))
                     }
                     Some(_) => watch::watch_expired_response(&t.kind, "forced by fault injection"),
+                    None if plan.rejects() => chaos::reject(plan, &t.kind.plural).await,
                     None => {
                         let r = verbs::resource_request(
                             &inner,
@@ -83,7 +89,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                         if !matches!(verb, "get" | "list" | "watch") {
                             inner.changed.notify_one();
                         }
-                        r
+                        chaos::finish(plan, r).await
                     }
                 };
                 (resp, verb, Some(t))
