@@ -10,6 +10,7 @@
 //!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
+//!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
 //!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
@@ -38,7 +39,7 @@ pub use audit::{Audit, Request};
 pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
-pub use kube_emulator::{Fault, Hold};
+pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.
@@ -67,6 +68,9 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The operation needs another emulator mode.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// No daemon of that name.
     #[error("no daemon named {0}")]
     UnknownDaemon(String),
