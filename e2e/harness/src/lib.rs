@@ -13,6 +13,7 @@
 //!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
+//!  faults: the fixed chaos schedule, request-rate bound, survival checks
 //!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
 //!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders)
 //! ```
@@ -25,6 +26,7 @@ pub mod audit;
 mod daemon;
 pub mod dataplane;
 mod emulator;
+pub mod faults;
 pub mod fixtures;
 mod http;
 mod kubectl;

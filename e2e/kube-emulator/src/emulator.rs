@@ -458,13 +458,14 @@ impl Running {
         if self.stopped.is_some() {
             return;
         }
-        let snap = self.inner.st().snapshot();
-        if let Some(p) = &self.snapshot {
-            let _ = std::fs::write(p, serde_json::to_vec(&snap).unwrap_or_default());
-        }
         let _ = self.inner.shutdown.send(true);
         if let Some(s) = self.server.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+        // Taken once nothing is served any more, so no answered write is missing from it.
+        let snap = self.inner.st().snapshot();
+        if let Some(p) = &self.snapshot {
+            let _ = std::fs::write(p, serde_json::to_vec(&snap).unwrap_or_default());
         }
         self.stopped = Some(snap);
     }

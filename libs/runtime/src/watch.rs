@@ -388,8 +388,12 @@ fn source_chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();
     let mut cause = err.source();
     while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
+        let text = c.to_string();
+        // Wrappers often repeat their cause's text in their own.
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         cause = c.source();
     }
     out

@@ -37,6 +37,15 @@ use route::{Route, route, verb_of};
 /// Entry point for every request.
 pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Response {
     let started = Instant::now();
+    if *inner.shutdown.borrow() {
+        // A request that reached a server going down (a kept-alive connection) is not served: its
+        // state is being snapshotted for a restart.
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the API server is shutting down",
+        ));
+    }
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
