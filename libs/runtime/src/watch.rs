@@ -514,6 +514,8 @@ impl<K: Watchable> Policy<K> {
                 Vec::new()
             }
             _ if unreachable(&err) => {
+                // A kind reported absent before is reported again once the server answers.
+                self.absent_reported = false;
                 tracing::warn!(kind = %self.kind, target = %self.target, error = %err, "API server unreachable; listing again with backoff");
                 self.ready
                     .set_not_ready(&format!("API server unreachable: {}", source_chain(&err)));
