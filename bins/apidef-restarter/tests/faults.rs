@@ -180,8 +180,9 @@ async fn rolls_converge_under_api_faults_and_a_restart() {
         calm.generation
     );
     println!("injected: {:?}", faulty.counts);
+    // A quiet daemon (about 3 requests per roll): at 8 % a few faults, plus the watch cuts.
     assert!(
-        faulty.counts.injected() >= 3,
+        faulty.counts.requests >= 30 && faulty.counts.injected() >= 2,
         "the schedule injected faults: {:?}",
         faulty.counts
     );
