@@ -79,7 +79,10 @@ impl std::fmt::Display for RunStats {
 /// Asserts that the run under faults did not spin: its mean rate is at most 3 × the calm run's
 /// plus 2 requests/s, and its busiest second at most 3 × the calm run's plus 10.
 pub fn assert_no_spin(daemon: &str, calm: RunStats, chaos: RunStats) {
-    assert!(calm.requests > 0, "{daemon} made no requests in the calm run");
+    assert!(
+        calm.requests > 0,
+        "{daemon} made no requests in the calm run"
+    );
     let rate_bound = 3.0 * calm.rate() + 2.0;
     let peak_bound = 3 * calm.peak + 10;
     println!("{daemon}: calm {calm}; under faults {chaos}");
