@@ -8,9 +8,10 @@ use api::backups::{BackupClass, BackupJob, BackupJobStatus};
 use api::contract::labels;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
+use runtime::events::Recorder;
 use runtime::{Backoff, ControllerMetrics, Readiness, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 

@@ -29,7 +29,9 @@ use crate::pipeline::{self, Gate};
 
 /// Annotation recording the fencing token of the work lease under which the job was last driven.
 pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/runner-lease-token";
-/// How long to wait when another replica holds a job's work lease.
+/// How long to wait when a job's work lease is refused. A lease another replica releases or lets
+/// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
+/// covers refusals no event ends, such as the lease server's quiet period after a restart.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 
 /// Reconciles one BackupJob.
@@ -74,7 +76,10 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             ctx.leases.release(job.as_ref());
             return Ok(Action::await_change());
         }
-        Gate::NotOurs => return Ok(Action::await_change()),
+        Gate::NotOurs => {
+            not_handled(ctx, &job, class.as_ref().map(|c| &c.spec)).await;
+            return Ok(Action::await_change());
+        }
         Gate::AwaitProjection => {
             let age = job
                 .metadata
@@ -134,11 +139,27 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             resolved,
             app,
         } => {
-            let deadline = resolved
-                .parameters
-                .get("backupDeadline")
-                .and_then(|d| runtime::duration::parse(d).ok())
-                .unwrap_or(ctx.args.backup_deadline);
+            let deadline = match resolved.parameters.get("backupDeadline") {
+                None => ctx.args.backup_deadline,
+                Some(d) => match runtime::duration::parse(d) {
+                    Ok(d) if !d.is_zero() => d,
+                    parsed => {
+                        let why = parsed.err().unwrap_or_else(|| "it is zero".into());
+                        let message = format!(
+                            "BackupClass {:?} parameter backupDeadline {d:?} is not a positive duration ({why}); use e.g. 6h or 90m",
+                            job.spec.backup_class_name
+                        );
+                        drivers::status_fail(&mut status, &message, &now);
+                        write(ctx, &job, status).await?;
+                        crate::metrics::gate_failed(&job);
+                        ctx.leases.release(job.as_ref());
+                        return Ok(Action::await_change());
+                    }
+                },
+            };
+            if status.started_at.is_none() {
+                template_problems(ctx, &job, &kind, &resolved).await;
+            }
             let mut run = Run {
                 job: job.as_ref(),
                 status,
@@ -154,6 +175,68 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             Ok(action)
         }
     }
+}
+
+/// A job routed to a strategy group no built-in driver serves is left to that group's controller
+/// (upstream's rule), but said so once: a Normal Event naming the route's `strategyRef.apiGroup`,
+/// while the job has no status (a third-party controller that takes it writes one).
+async fn not_handled(ctx: &Ctx, job: &BackupJob, class: Option<&api::backups::BackupClassSpec>) {
+    if job.status.is_some() {
+        return;
+    }
+    let app = job.spec.application_ref.normalized();
+    let Some(resolved) = class.and_then(|c| c.resolve(&app)) else {
+        return;
+    };
+    let group = resolved.strategy_ref.api_group.as_deref().unwrap_or("");
+    let note = format!(
+        "BackupClass {:?} routes Kind {:?} to strategy {}/{} in group {group:?} (strategyRef.apiGroup); \
+         this runner drives only {:?}, so the job is left to that group's controller",
+        job.spec.backup_class_name,
+        app.kind,
+        resolved.strategy_ref.kind,
+        resolved.strategy_ref.name,
+        api::contract::groups::STRATEGY,
+    );
+    tracing::info!(job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()), "{note}");
+    ctx.event(
+        job,
+        kube::runtime::events::EventType::Normal,
+        api::contract::event_reasons::STRATEGY_NOT_HANDLED,
+        &note,
+    )
+    .await;
+}
+
+/// On a job's first pass, a Warning Event for each string of the strategy's template that does not
+/// parse or refers to a route parameter that is not set (the driver still renders it as upstream
+/// does: as written, or with `<no value>`).
+async fn template_problems(
+    ctx: &Ctx,
+    job: &BackupJob,
+    kind: &str,
+    resolved: &api::backups::ResolvedStrategy,
+) {
+    let name = &resolved.strategy_ref.name;
+    let Some(template) = ctx.caches.template(kind, name) else {
+        return;
+    };
+    let problems = ::drivers::template::problems(&template, &resolved.parameters);
+    if problems.is_empty() {
+        return;
+    }
+    let list: Vec<String> = problems
+        .iter()
+        .map(|(path, problem)| format!("spec.template.{path} {problem}"))
+        .collect();
+    let note = format!("strategy {kind}/{name}: {}", list.join("; "));
+    ctx.event(
+        job,
+        kube::runtime::events::EventType::Warning,
+        api::contract::event_reasons::STRATEGY_TEMPLATE_INVALID,
+        &note,
+    )
+    .await;
 }
 
 /// Records this replica's fencing token on the job (`WorkLeaseKeeper::fence`): a replica that

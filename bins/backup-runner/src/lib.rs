@@ -269,6 +269,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         controller = route_events(controller, events, route, resource, jobs_store.clone());
     }
 
+    let leases = WorkLeaseKeeper::new(COMPONENT, work);
+    // A job another replica was driving is taken over the moment its lease is freed (that
+    // replica shut down, or its lease expired), not at the next busy-lease requeue.
+    controller = controller.reconcile_on(leases.freed::<BackupJob>());
     let ctx = Arc::new(context::Context {
         client: client.clone(),
         caches: context::Caches {
@@ -276,7 +280,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             strategies,
             objects,
         },
-        leases: WorkLeaseKeeper::new(COMPONENT, work),
+        leases,
         recorder,
         metrics: ControllerMetrics::new(COMPONENT, "backupjobs"),
         backoff: Backoff::default(),

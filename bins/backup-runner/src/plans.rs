@@ -29,10 +29,11 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use lease::LeaderElector;
+use runtime::events::Recorder;
 use runtime::{Backoff, ControllerMetrics, ErrorClass, ReconcileError};
 use schedule::chrono_tz::Tz;
 use schedule::{Evaluation, Schedule, SlotDecision, backup_job_name};
@@ -51,9 +52,12 @@ pub mod event_reasons {
     pub const CONCURRENT_RUN_FORBIDDEN: &str = "ConcurrentRunForbidden";
     /// Warning: the cron spec does not parse.
     pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
+    /// Warning: the API server refused the slot's BackupJob (the Plan is malformed).
+    pub const BACKUP_JOB_CREATE_REFUSED: &str =
+        api::contract::event_reasons::BACKUP_JOB_CREATE_REFUSED;
 }
 
-/// Counter `{result}`: schedule slots by outcome (`created`, `exists`, `missed`, `forbidden`).
+/// Counter `{result}`: schedule slots by outcome (`created`, `exists`, `missed`, `forbidden`, `refused`).
 pub const SLOTS: &str = "cozy_backups_backup_runner_plan_slots_total";
 
 /// Longest wait before a Plan is evaluated again even when its next slot is further away, so a
@@ -354,6 +358,25 @@ async fn run_slot(plan: &Plan, job: &BackupJob, ctx: &Context) -> Result<(), Err
             metrics::counter!(SLOTS, "result" => "exists").increment(1);
             Ok(())
         }
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => {
+            // The Plan itself is malformed (a name too long for `<plan>-<minutes>`, an empty
+            // backupClassName): retrying cannot help, so the slot counts as dealt with and the
+            // Plan says why.
+            metrics::counter!(SLOTS, "result" => "refused").increment(1);
+            let note = format!(
+                "the API server refused BackupJob {job_name} for this slot: {}; fix the Plan",
+                e.message
+            );
+            event(
+                ctx,
+                plan,
+                EventType::Warning,
+                event_reasons::BACKUP_JOB_CREATE_REFUSED,
+                &note,
+            )
+            .await;
+            Ok(())
+        }
         Err(source) => Err(Error::Api {
             action: "create",
             object: format!("BackupJob {ns}/{job_name}"),
@@ -405,7 +428,7 @@ async fn event(ctx: &Context, plan: &Plan, type_: EventType, reason: &str, note:
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
+        note: Some(runtime::events::note(note)),
         action: "Schedule".into(),
         secondary: None,
     };

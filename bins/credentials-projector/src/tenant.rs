@@ -218,7 +218,9 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
-/// How long to wait when another replica holds a job's work lease.
+/// How long to wait when a job's work lease is refused. A lease another replica releases or lets
+/// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
+/// covers refusals no event ends, such as the lease server's quiet period after a restart.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 /// Safety requeue while a job's BackupClass is missing (the BackupClass watch is the real trigger).
 const CLASS_MISSING_RETRY: Duration = Duration::from_secs(300);
@@ -316,6 +318,8 @@ pub async fn run<J: TenantJobWatches>(
     let controller = J::extra_watches(controller, &tenant.client, ctx);
     let controller = watch_deleted_copies(controller, tenant.clone(), ctx)
         .reconcile_all_on(trigger)
+        // A job another replica was projecting is retried the moment its lease is freed.
+        .reconcile_on(tenant.leases.freed::<J>())
         .graceful_shutdown_on(ctx.shutdown.signaled());
     controller
         .run(reconcile::<J>, error_policy::<J>, tenant)

@@ -9,18 +9,27 @@
 //!  SIGTERM ─► Watch streams end (UNAVAILABLE) ─► tonic drains ─► exit 0
 //! ```
 //!
+//! The gRPC port serves TLS (`--tls-cert-file`, `--tls-key-file`, reloaded on change) and every
+//! request is authenticated by TokenReview and authorized by lease-name prefix ([`auth`]); only
+//! `--insecure` (local development) serves plaintext to anyone. Without either the server refuses
+//! to start.
+//!
 //! Invariants: nothing is served before the next epoch is persisted (so tokens never go backwards);
 //! `/ready` turns true once the gRPC listener is bound and the epoch is persisted; leases live only
 //! in memory (a restart loses them, which the quiet period and restart proofs make safe).
 
+pub mod auth;
 pub mod epoch;
+pub mod tls;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use lease::{LeaseService, LeaseTable, Limits};
+use lease::{Authenticator, Authorization, CacheSettings, Guard, LeaseService, LeaseTable, Limits};
 use runtime::{AdminArgs, ClientArgs, Daemon, LogArgs};
 
 /// The component name (metrics prefix, logs).
@@ -53,6 +62,34 @@ pub struct Args {
     /// Name of the ConfigMap that persists the epoch and the restart-proof key.
     #[arg(long, env = "EPOCH_CONFIGMAP", default_value = "lease-server-epoch")]
     pub epoch_configmap: String,
+    /// PEM certificate chain served on the gRPC port (`tls.crt` of a kubernetes.io/tls Secret);
+    /// loaded again when the file changes.
+    #[arg(long, env = "TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file` (`tls.key`).
+    #[arg(long, env = "TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Local development only: plaintext gRPC, and every caller may touch every lease (no
+    /// authentication, no authorization).
+    #[arg(long, env = "INSECURE", conflicts_with_all = ["tls_cert_file", "tls_key_file"])]
+    pub insecure: bool,
+    /// The audience callers' ServiceAccount tokens must be issued for (checked by TokenReview).
+    #[arg(long, env = "TOKEN_AUDIENCE", default_value = "cozy-backups-lease")]
+    pub token_audience: String,
+    /// How long a token review is reused at most (shorter when the token expires sooner).
+    #[arg(long, env = "TOKEN_CACHE_TTL", default_value = "60s", value_parser = runtime::duration::parse)]
+    pub token_cache_ttl: Duration,
+    /// Who may touch which leases, `<user name>=<lease-name prefix>`, repeatable (comma-separated
+    /// in the environment), e.g.
+    /// `system:serviceaccount:cozy-backup-controller:backup-runner=backup-runner/`. Replaces the
+    /// default: each daemon's ServiceAccount (in this namespace; apidef-restarter's in
+    /// `--platform-namespace`) may touch `<component>/`.
+    #[arg(long, env = "AUTHORIZE", value_delimiter = ',')]
+    pub authorize: Vec<String>,
+    /// The platform namespace apidef-restarter's ServiceAccount lives in (for the default
+    /// authorization).
+    #[arg(long, env = "PLATFORM_NAMESPACE", default_value = "cozy-system")]
+    pub platform_namespace: String,
 }
 
 impl Args {
@@ -72,20 +109,80 @@ struct EffectiveConfig<'a> {
     max_ttl: Duration,
     namespace: &'a str,
     epoch_configmap: &'a str,
+    /// `tls` or `insecure`.
+    transport: &'static str,
+    tls_cert_file: Option<&'a std::path::Path>,
+    tls_key_file: Option<&'a std::path::Path>,
+    token_audience: &'a str,
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    token_cache_ttl: Duration,
+    authorize: Vec<String>,
+}
+
+impl Args {
+    /// The authorization map: `--authorize` rules, else the default per component.
+    pub fn authorization(&self) -> anyhow::Result<Authorization> {
+        if self.authorize.is_empty() {
+            return Ok(auth::default_authorization(
+                &self.namespace,
+                &self.platform_namespace,
+            ));
+        }
+        Authorization::from_rules(&self.authorize).map_err(|e| anyhow::anyhow!("--authorize: {e}"))
+    }
+
+    /// Checks that the server is either secured or explicitly insecure.
+    pub fn check_transport(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.insecure || self.tls_cert_file.is_some(),
+            "the lease server serves TLS with authenticated callers: give --tls-cert-file and \
+             --tls-key-file (TLS_CERT_FILE, TLS_KEY_FILE), or --insecure (INSECURE=true) for local \
+             development (plaintext, every caller may touch every lease)"
+        );
+        Ok(())
+    }
 }
 
 /// Runs the lease server until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let max_ttl = args.max_ttl();
     anyhow::ensure!(!max_ttl.is_zero(), "--max-ttl must be longer than zero");
+    args.check_transport()?;
+    let authorization = args.authorization()?;
+    let provider = tls::provider();
+    let cert = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(Arc::new(tls::ReloadingCert::new(
+            tls::CertFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            provider.clone(),
+        )?)),
+        _ => None,
+    };
     let config = EffectiveConfig {
         grpc_addr: args.grpc_addr,
         admin_addr: args.admin.admin_addr,
         max_ttl,
         namespace: &args.namespace,
         epoch_configmap: &args.epoch_configmap,
+        transport: if args.insecure { "insecure" } else { "tls" },
+        tls_cert_file: args.tls_cert_file.as_deref(),
+        tls_key_file: args.tls_key_file.as_deref(),
+        token_audience: &args.token_audience,
+        token_cache_ttl: args.token_cache_ttl,
+        authorize: authorization
+            .rules()
+            .map(|(user, prefix)| format!("{user}={prefix}"))
+            .collect(),
     };
     let daemon = Daemon::start(COMPONENT, &args.client, &args.admin, &args.log, &config).await?;
+    if args.insecure {
+        tracing::warn!(
+            "insecure mode: plaintext gRPC and no authentication; any caller that reaches the port \
+             may take any lease (local development only)"
+        );
+    }
     let ready = daemon.readiness.register("epoch and gRPC listener");
     let epoch = epoch::advance(
         daemon.client.clone(),
@@ -95,7 +192,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .await
     .context("advance the persisted epoch")?;
     let table = LeaseTable::new(epoch.clone(), Limits { max_ttl }, Instant::now());
-    let service = LeaseService::new(table);
+    let mut service = LeaseService::new(table);
+    if !args.insecure {
+        let reviewer = Arc::new(auth::KubeReviewer::new(
+            daemon.client.clone(),
+            args.token_audience.clone(),
+        ));
+        let settings = CacheSettings {
+            ttl: args.token_cache_ttl,
+            ..CacheSettings::default()
+        };
+        service = service.with_guard(Guard {
+            authenticator: Authenticator::new(reviewer, settings),
+            authorization,
+        });
+    }
 
     let listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -109,6 +220,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         %grpc_addr,
         epoch = epoch.number,
         quiet_period_ms = max_ttl.as_millis() as u64,
+        tls = cert.is_some(),
         "serving leases; nothing new is granted during the quiet period"
     );
     ready.set_ready_with(&format!("epoch {}, gRPC on {grpc_addr}", epoch.number));
@@ -125,15 +237,30 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     service.close();
                 }
             };
-            let server = tonic::transport::Server::builder()
+            let router = tonic::transport::Server::builder()
                 .add_service(health_service)
-                .add_service(service.clone().into_server())
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    closing,
-                );
+                .add_service(service.clone().into_server());
+            let server = async move {
+                match cert {
+                    Some(cert) => {
+                        let config = tls::server_config(cert, provider)?;
+                        router
+                            .serve_with_incoming_shutdown(tls::incoming(listener, config), closing)
+                            .await
+                    }
+                    None => {
+                        router
+                            .serve_with_incoming_shutdown(
+                                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                                closing,
+                            )
+                            .await
+                    }
+                }
+                .context("gRPC server")
+            };
             let (served, ()) = tokio::join!(server, service.run_expiry(shutdown.wait()));
-            served.context("gRPC server")
+            served
         })
         .await
 }
@@ -169,5 +296,63 @@ mod tests {
             Args::try_parse_from(["lease-server", "--max-ttl", "1m", "--max-ttl-ms", "5"]).is_err()
         );
         assert!(Args::try_parse_from(["lease-server", "--max-ttl", "soon"]).is_err());
+    }
+
+    #[test]
+    fn the_server_is_either_secured_or_explicitly_insecure() {
+        let err = Args::parse_from(["lease-server"])
+            .check_transport()
+            .unwrap_err()
+            .to_string();
+        for flag in ["--tls-cert-file", "--tls-key-file", "--insecure"] {
+            assert!(err.contains(flag), "{err}");
+        }
+        Args::parse_from(["lease-server", "--insecure"])
+            .check_transport()
+            .unwrap();
+        let tls = Args::parse_from(["lease-server", "--tls-cert-file=/c", "--tls-key-file=/k"]);
+        tls.check_transport().unwrap();
+        assert_eq!(tls.token_audience, "cozy-backups-lease");
+        assert!(Args::try_parse_from(["lease-server", "--tls-cert-file=/c"]).is_err());
+        assert!(
+            Args::try_parse_from([
+                "lease-server",
+                "--insecure",
+                "--tls-cert-file=/c",
+                "--tls-key-file=/k"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn authorize_rules_replace_the_default_map() {
+        let default = Args::parse_from(["lease-server", "--namespace", "ns"])
+            .authorization()
+            .unwrap();
+        assert!(default.allows(
+            "system:serviceaccount:ns:backup-runner",
+            "backup-runner/leader"
+        ));
+        let args = Args::parse_from([
+            "lease-server",
+            "--authorize",
+            "system:serviceaccount:ns:c1=x/",
+            "--authorize=system:serviceaccount:ns:c2=x/",
+        ]);
+        let map = args.authorization().unwrap();
+        assert!(map.allows("system:serviceaccount:ns:c2", "x/leader"));
+        assert!(!map.allows(
+            "system:serviceaccount:ns:backup-runner",
+            "backup-runner/leader"
+        ));
+        let err = Args::parse_from(["lease-server", "--authorize", "u=x"])
+            .authorization()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--authorize: authorization rule \"u=x\""),
+            "{err}"
+        );
     }
 }

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use api::backups::{RestoreJob, RestoreJobStatus};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
+use runtime::events::Recorder;
 use runtime::{Backoff, ControllerMetrics, Readiness, WorkLeaseKeeper};
 use serde_json::{Value as Json, json};
 

@@ -37,7 +37,9 @@ use crate::observe::{self, Carry};
 
 /// Annotation recording the fencing token of the work lease under which the job was last driven.
 pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/restore-orchestrator-lease-token";
-/// How long to wait when another replica holds a job's work lease.
+/// How long to wait when a job's work lease is refused. A lease another replica releases or lets
+/// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
+/// covers refusals no event ends, such as the lease server's quiet period after a restart.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 /// Decisions per reconcile before yielding to other jobs (a restore needs about a dozen).
 const MAX_STEPS: usize = 64;

@@ -199,10 +199,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
+    let leases = WorkLeaseKeeper::new(COMPONENT, work);
+    // A job another replica was driving is taken over the moment its lease is freed (that
+    // replica shut down, or its lease expired), not at the next busy-lease requeue.
+    let controller = controller.reconcile_on(leases.freed::<RestoreJob>());
     let ctx = Arc::new(context::Context {
         client,
         jobs: jobs_store,
-        leases: WorkLeaseKeeper::new(COMPONENT, work),
+        leases,
         recorder,
         metrics: ControllerMetrics::new(COMPONENT, "restorejobs"),
         backoff: Backoff::default(),

@@ -27,9 +27,10 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use retention::{Decision, ObjectKind, Sweep, Verdict};
+use runtime::events::Recorder;
 use runtime::{Cache, Evaluate, Pass, WorkError, work::api_err};
 use serde_json::{Value as Json, json};
 

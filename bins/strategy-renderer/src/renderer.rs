@@ -13,7 +13,8 @@ use api::contract::{condition_types, event_reasons, metrics::DEFAULT_OBJECTS_MIS
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
+use runtime::events::Recorder;
 use runtime::{ErrorClass, Pass, ReadyHandle, ReconcileError};
 use serde_json::Value;
 use strategy_render::RenderConfig;

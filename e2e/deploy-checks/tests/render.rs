@@ -7,7 +7,7 @@ use deploy_checks::{
 };
 use serde_json::{Value, json};
 
-const LEASE_ENDPOINT: &str = "lease-server.cozy-backup-controller.svc:9090";
+const LEASE_ENDPOINT: &str = "https://lease-server.cozy-backup-controller.svc:9090";
 
 fn rendered(overlay: &str) -> Rendered {
     render(&overlay_dir(overlay)).unwrap_or_else(|e| panic!("{e}"))
@@ -176,7 +176,10 @@ fn ha_runs_two_replicas_each_on_the_lease_server_on_different_nodes() {
     );
     // The endpoint the daemons use is the lease server's Service, on its gRPC port.
     let service = named(&r, "Service", "lease-server");
-    let (host, port) = LEASE_ENDPOINT.split_once(':').unwrap();
+    let (host, port) = LEASE_ENDPOINT
+        .trim_start_matches("https://")
+        .split_once(':')
+        .unwrap();
     assert_eq!(
         host,
         format!(
@@ -189,6 +192,29 @@ fn ha_runs_two_replicas_each_on_the_lease_server_on_different_nodes() {
     assert_eq!(
         env_value(lease, "GRPC_ADDR"),
         Some(format!("0.0.0.0:{port}").as_str())
+    );
+    // TLS from the Secret lease-server-tls; the only cluster-wide permission is to review tokens.
+    let pod = &lease["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"],
+        "lease-server-tls"
+    );
+    let tls_dir = pod["containers"][0]["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        env_value(lease, "TLS_CERT_FILE"),
+        Some(format!("{tls_dir}/tls.crt").as_str())
+    );
+    assert_eq!(
+        env_value(lease, "TLS_KEY_FILE"),
+        Some(format!("{tls_dir}/tls.key").as_str())
+    );
+    assert_eq!(env_value(lease, "INSECURE"), None);
+    let review = named(&r, "ClusterRole", "cozy-backups-lease-server-tokenreview");
+    assert_eq!(
+        review["rules"],
+        json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}])
     );
     for name in DAEMONS {
         let d = named(&r, "Deployment", name);
@@ -203,6 +229,28 @@ fn ha_runs_two_replicas_each_on_the_lease_server_on_different_nodes() {
             Some(LEASE_ENDPOINT),
             "{name}"
         );
+        // Authenticated: the CA and a token for the lease audience, from a projected volume.
+        let pod = &d["spec"]["template"]["spec"];
+        let mount = &pod["containers"][0]["volumeMounts"][0];
+        assert_eq!(mount["name"], "lease-credentials", "{name}");
+        let dir = mount["mountPath"].as_str().unwrap();
+        assert_eq!(
+            env_value(d, "LEASE_TOKEN_FILE"),
+            Some(format!("{dir}/token").as_str()),
+            "{name}"
+        );
+        assert_eq!(
+            env_value(d, "LEASE_CA_FILE"),
+            Some(format!("{dir}/ca.crt").as_str()),
+            "{name}"
+        );
+        let sources = &pod["volumes"][0]["projected"]["sources"];
+        assert_eq!(
+            sources[0]["serviceAccountToken"]["audience"],
+            env_value(lease, "TOKEN_AUDIENCE").unwrap(),
+            "{name}"
+        );
+        assert_eq!(sources[1]["configMap"]["name"], "lease-server-ca", "{name}");
         let own = json!({"matchLabels": {"app.kubernetes.io/name": name}});
         let anti = &d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
         assert_eq!(

@@ -11,6 +11,10 @@
 //!            └► demo: examples/backupjob.yaml applied; waits for Succeeded, shows the Backup and
 //!               barman-cloud's listing of the bucket (`--no-demo` skips it)
 //! ```
+//! With `--ha` the lease server starts right after the simulators and every backup daemon runs two
+//! replicas (`<bin>-a`, `<bin>-b`) contending on it with a short lease TTL ([`HA_LEASE_TTL`]); the
+//! summary then names each component's leader and prints how to fail one over.
+//!
 //! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
 //! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
 //! are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
@@ -93,13 +97,29 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "apidef-restarter",
         args: &["--debounce=2s"],
     },
-    // The lease service, its epoch ConfigMap in `default`. The dev daemons run single-replica
-    // (`--lease-endpoint=none`); the gRPC port is picked freely and logged ("serving leases").
+    // The lease service, its epoch ConfigMap in `default`, in insecure mode (plaintext, no
+    // authentication: a development machine). The dev daemons run single-replica
+    // (`--lease-endpoint=none`) unless `--ha`; the gRPC port is picked freely and logged
+    // ("serving leases").
     DaemonEntry {
         bin: "lease-server",
-        args: &["--grpc-addr=127.0.0.1:0", "--namespace=default"],
+        args: &[
+            "--grpc-addr=127.0.0.1:0",
+            "--namespace=default",
+            "--insecure",
+        ],
     },
 ];
+
+/// The lease TTL of the replicas under `--ha` (also the lease server's `--max-ttl`, so its quiet
+/// period after a restart is as short): a crashed leader is replaced within this.
+pub const HA_LEASE_TTL: &str = "5s";
+
+/// The entries that run as replicas under `--ha`: everything but the simulators and the lease
+/// server itself.
+pub fn is_replicated(entry: &DaemonEntry) -> bool {
+    !matches!(entry.bin, "operator-sims" | "lease-server")
+}
 
 /// Namespaces the dev control plane creates before starting the daemons: the platform bucket's
 /// tenant, Velero's namespace, the backup controllers' namespace (the renderer's ConfigMap) and the
@@ -148,6 +168,10 @@ pub struct Args {
     /// After start (and the demos), write each daemon's `/metrics` to `<dir>/<daemon>.prom`.
     #[arg(long, env = "DEV_METRICS_DIR")]
     pub metrics_dir: Option<PathBuf>,
+    /// Run every backup daemon as two replicas on the lease server (leadership and work leases),
+    /// and print how to watch a failover.
+    #[arg(long, env = "DEV_HA")]
+    pub ha: bool,
     /// Directory of the PostgreSQL client binaries (psql seeds the sample rows).
     #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub pg_bin_dir: PathBuf,
@@ -210,7 +234,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut daemons = Vec::new();
     let dataplane = args.dev_dir.join("dataplane");
     let mut s3: Option<operator_sims::s3::Endpoints> = None;
-    for entry in DAEMONS {
+    // Under --ha the lease server must serve before the replicas start.
+    let mut order: Vec<&DaemonEntry> = DAEMONS.iter().collect();
+    if args.ha {
+        order.sort_by_key(|e| match e.bin {
+            "operator-sims" => 0,
+            "lease-server" => 1,
+            _ => 2,
+        });
+    }
+    let mut grpc: Option<String> = None;
+    for entry in order {
         let bin = harness::locate_binary(entry.bin).with_context(|| {
             format!(
                 "{} is not built; run hack/dev-up.sh, which builds every binary",
@@ -226,16 +260,49 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             entry_args.push(a);
         }
-        let spec = harness::DaemonSpec::new(entry.bin, bin).args(entry_args);
-        let mut d = harness::Daemon::spawn(spec, &kubeconfig, &logs)?;
-        d.wait_ready(Duration::from_secs(60)).await?;
-        if entry.bin == "operator-sims" {
-            s3 = Some(
-                operator_sims::s3::Endpoints::read(&dataplane.join("s3"))
-                    .context("reading the S3 server's endpoints")?,
-            );
+        if args.ha && entry.bin == "lease-server" {
+            entry_args.push(format!("--max-ttl={HA_LEASE_TTL}"));
         }
-        daemons.push(d);
+        let replicas: Vec<String> = match &grpc {
+            Some(_) if is_replicated(entry) => ["a", "b"]
+                .iter()
+                .map(|r| format!("{}-{r}", entry.bin))
+                .collect(),
+            _ => vec![entry.bin.to_owned()],
+        };
+        for name in replicas {
+            let mut spec = harness::DaemonSpec::new(&name, bin.clone()).args(entry_args.clone());
+            if let (Some(grpc), true) = (&grpc, is_replicated(entry)) {
+                spec = spec.args([
+                    "--lease-endpoint",
+                    grpc,
+                    "--identity",
+                    &name,
+                    "--lease-ttl",
+                    HA_LEASE_TTL,
+                ]);
+            }
+            let mut d = harness::Daemon::spawn(spec, &kubeconfig, &logs)?;
+            d.wait_ready(Duration::from_secs(60)).await?;
+            if entry.bin == "operator-sims" {
+                s3 = Some(
+                    operator_sims::s3::Endpoints::read(&dataplane.join("s3"))
+                        .context("reading the S3 server's endpoints")?,
+                );
+            }
+            if args.ha && entry.bin == "lease-server" {
+                let report = d.admin().await?.ready_report();
+                grpc = Some(
+                    report
+                        .split("gRPC on ")
+                        .nth(1)
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .map(str::to_owned)
+                        .context("the lease server did not report its gRPC address")?,
+                );
+            }
+            daemons.push(d);
+        }
     }
 
     seed_tenant(&emulator.client())
@@ -304,6 +371,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.metrics_dir {
         write_metrics(dir, &daemons)?;
+    }
+    if let Some(grpc) = &grpc {
+        print_ha(grpc, &daemons).await?;
     }
     if args.check {
         println!("check passed");
@@ -652,6 +722,85 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 /// Writes each daemon's `/metrics` exposition to `<dir>/<daemon>.prom`.
+/// Under `--ha`: which replica leads each component (waiting until each has exactly one leader)
+/// and how to watch a failover.
+async fn print_ha(grpc: &str, daemons: &[harness::Daemon]) -> anyhow::Result<()> {
+    println!(
+        "High availability (--ha): two replicas per daemon on the lease server at {grpc}, lease TTL {HA_LEASE_TTL}."
+    );
+    let mut example: Option<(String, String, u32, PathBuf)> = None;
+    for entry in DAEMONS.iter().filter(|e| is_replicated(e)) {
+        let gauge = format!("cozy_backups_{}_leader", entry.bin.replace('-', "_"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let leader = loop {
+            let leaders: Vec<&harness::Daemon> = daemons
+                .iter()
+                .filter(|d| d.spec.name.starts_with(&format!("{}-", entry.bin)))
+                .filter(|d| {
+                    harness::Admin::new(d.admin_addr.clone())
+                        .metrics()
+                        .get(&gauge, &[])
+                        == Some(1.0)
+                })
+                .collect();
+            if let [one] = leaders[..] {
+                break one;
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "{}: expected exactly one leading replica, found {}",
+                entry.bin,
+                leaders.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        println!(
+            "  {:<22} leader {} (pid {}, admin http://{})",
+            entry.bin,
+            leader.spec.name,
+            leader.pid().unwrap_or_default(),
+            leader.admin_addr
+        );
+        if example.is_none() {
+            example = Some((
+                entry.bin.to_owned(),
+                leader.spec.name.clone(),
+                leader.pid().unwrap_or_default(),
+                leader
+                    .log_path
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_default(),
+            ));
+        }
+    }
+    if let Some((bin, leader, pid, logs)) = example {
+        let gauge = format!("cozy_backups_{}_leader", bin.replace('-', "_"));
+        let admins: Vec<String> = daemons
+            .iter()
+            .filter(|d| d.spec.name.starts_with(&format!("{bin}-")))
+            .map(|d| d.admin_addr.clone())
+            .collect();
+        println!("Watch a failover (e.g. {bin}):");
+        println!(
+            "  leadership: for a in {}; do curl -s http://$a/metrics | grep '^{gauge} '; done",
+            admins.join(" ")
+        );
+        println!(
+            "  graceful:   kill -TERM {pid}   # {leader} releases its leases; the other replica leads within a second"
+        );
+        println!(
+            "  crash:      kill -9 {pid}      # the other replica leads within one TTL ({HA_LEASE_TTL})"
+        );
+        println!(
+            "  logs:       grep -h 'leading\\|released\\|lost leadership' {}/{bin}-*.log",
+            logs.display()
+        );
+        println!("  (a killed replica is not restarted; restart dev-up to get both back)");
+    }
+    Ok(())
+}
+
 fn write_metrics(dir: &std::path::Path, daemons: &[harness::Daemon]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for d in daemons {

@@ -69,7 +69,10 @@ fn check_mode_starts_everything_and_prints_next_steps() {
         .unwrap_or_else(|| panic!("no orders-db row in:\n{status}"));
     assert!(row.contains("Z..20"), "no recoverable window in {row:?}");
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
-    assert!(text.contains("server: http://127.0.0.1:"), "{text}");
+    // Authentication is on: https with the emulator's CA (kubectl sends credentials only over TLS) and
+    // the admin token.
+    assert!(text.contains("server: https://127.0.0.1:"), "{text}");
+    assert!(text.contains("certificate-authority-data: ") && text.contains("    token: "));
     monitoring_names_are_exported(&metrics_dir);
     let _ = std::fs::remove_dir_all(&dev_dir);
 }
@@ -110,5 +113,51 @@ fn exit_after_serves_until_the_deadline() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("Stopping after 1s."), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dev_dir);
+}
+
+/// `--ha`: every backup daemon runs two replicas on the lease server, exactly one of each leads,
+/// and the summary says how to fail one over.
+#[test]
+fn ha_mode_runs_two_replicas_per_daemon_with_one_leader_each() {
+    let dev_dir = std::env::temp_dir().join(format!("devcluster-ha-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
+        .args(["--check", "--ha", "--no-demo", "--port", "0", "--dev-dir"])
+        .arg(&dev_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("High availability (--ha)"), "{stdout}");
+    for entry in devcluster::DAEMONS
+        .iter()
+        .filter(|e| devcluster::is_replicated(e))
+    {
+        for replica in ["a", "b"] {
+            assert!(
+                stdout.contains(&format!("daemon:      {}-{replica} (admin", entry.bin)),
+                "{} replica {replica} missing:\n{stdout}",
+                entry.bin
+            );
+        }
+        let line = stdout
+            .lines()
+            .find(|l| {
+                l.trim_start().starts_with(&format!("{} ", entry.bin)) && l.contains(" leader ")
+            })
+            .unwrap_or_else(|| panic!("no leader line for {}:\n{stdout}", entry.bin));
+        assert!(
+            line.contains(&format!("leader {}-a", entry.bin))
+                || line.contains(&format!("leader {}-b", entry.bin)),
+            "{line}"
+        );
+    }
+    assert!(stdout.contains("kill -TERM "), "{stdout}");
+    assert!(stdout.contains("kill -9 "), "{stdout}");
+    assert!(stdout.contains("check passed"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dev_dir);
 }

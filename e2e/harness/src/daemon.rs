@@ -162,6 +162,7 @@ impl Daemon {
                         s.trim()
                             .trim_matches(['\'', '"'])
                             .trim_start_matches("http://")
+                            .trim_start_matches("https://")
                     })
                     .map(str::to_owned)
             }
@@ -238,6 +239,67 @@ impl Daemon {
             let _ = c.wait().await;
         }
         Ok(())
+    }
+
+    /// SIGTERM, then wait (bounded by `deadline`) for the process to exit on its own; answers its
+    /// exit status. A process that outlives the deadline is killed and the answer is an error, so
+    /// a test asserting a graceful shutdown fails rather than hangs.
+    pub async fn terminate(
+        &mut self,
+        deadline: Duration,
+    ) -> Result<std::process::ExitStatus, Error> {
+        self.send_sigterm()?;
+        self.wait_exit(deadline).await
+    }
+
+    /// Sends SIGTERM without waiting (see [`Daemon::wait_exit`]).
+    pub fn send_sigterm(&mut self) -> Result<(), Error> {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(|c| c.id())
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            .ok_or_else(|| {
+                Error::Timeout(format!(
+                    "{} to be signalled: it is not running",
+                    self.spec.name
+                ))
+            })?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
+            Error::Process {
+                what: format!("sending SIGTERM to {}", self.spec.name),
+                source: e.into(),
+            }
+        })
+    }
+
+    /// Waits (bounded by `deadline`) for the process to exit by itself and answers its status; a
+    /// process still running at the deadline is killed and the answer is an error.
+    pub async fn wait_exit(
+        &mut self,
+        deadline: Duration,
+    ) -> Result<std::process::ExitStatus, Error> {
+        let Some(mut child) = self.child.take() else {
+            return Err(Error::Timeout(format!(
+                "{} to exit: it is not running",
+                self.spec.name
+            )));
+        };
+        match tokio::time::timeout(deadline, child.wait()).await {
+            Ok(Ok(status)) => Ok(status),
+            Ok(Err(source)) => Err(Error::Process {
+                what: format!("waiting for {} to exit", self.spec.name),
+                source,
+            }),
+            Err(_) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                Err(Error::Timeout(format!(
+                    "{} to exit within {deadline:?} of SIGTERM (killed)",
+                    self.spec.name
+                )))
+            }
+        }
     }
 
     /// Whether the process is still running.

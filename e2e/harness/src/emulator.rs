@@ -22,7 +22,7 @@ pub enum EmulatorMode {
 }
 
 enum Backend {
-    InProcess(Running),
+    InProcess(Box<Running>),
     Process(Box<Daemon>),
 }
 
@@ -34,6 +34,7 @@ pub struct Harness {
     work_dir: PathBuf,
     daemons: Vec<Daemon>,
     namespaces: Vec<String>,
+    admin_token: String,
 }
 
 impl Harness {
@@ -57,7 +58,7 @@ impl Harness {
             source,
         })?;
         let kubeconfig = work_dir.join("kubeconfig");
-        let (backend, url) = match mode {
+        let (backend, url, admin_token) = match mode {
             EmulatorMode::InProcess => {
                 let mut cfg = Config {
                     kubeconfig_out: Some(kubeconfig.clone()),
@@ -66,7 +67,8 @@ impl Harness {
                 cfg.crd_dirs.extend(crds);
                 let running = Emulator::start(cfg).await?;
                 let url = running.url();
-                (Backend::InProcess(running), url)
+                let token = running.admin_token().to_owned();
+                (Backend::InProcess(Box::new(running)), url, token)
             }
             EmulatorMode::Process(bin) => {
                 let mut spec = DaemonSpec::new("kube-emulator", bin)
@@ -86,7 +88,8 @@ impl Harness {
                 let mut d = Daemon::spawn(spec, &kubeconfig, &work_dir)?;
                 d.wait_ready(Duration::from_secs(30)).await?;
                 let url = format!("http://{}", d.admin_addr);
-                (Backend::Process(Box::new(d)), url)
+                let token = kubeconfig_token(&kubeconfig);
+                (Backend::Process(Box::new(d)), url, token)
             }
         };
         Ok(Harness {
@@ -96,6 +99,7 @@ impl Harness {
             work_dir,
             daemons: Vec::new(),
             namespaces: Vec::new(),
+            admin_token,
         })
     }
 
@@ -114,11 +118,14 @@ impl Harness {
         &self.work_dir
     }
 
-    /// A kube-rs client for the emulator.
+    /// A kube-rs client for the emulator, as its admin.
     pub fn client(&self) -> kube::Client {
-        let mut cfg = kube::Config::new(self.url.parse().expect("emulator url"));
-        cfg.default_namespace = "default".into();
-        kube::Client::try_from(cfg).expect("kube client")
+        kube_emulator::client_for(&self.url, &self.admin_token)
+    }
+
+    /// The emulator's admin bearer token (`system:masters`); empty when its authentication is off.
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
     }
 
     /// The in-process emulator, for admin hooks (logs, faults); None in process mode.
@@ -274,34 +281,19 @@ impl Harness {
             .ok_or_else(|| Error::UnknownDaemon(name.into()))
     }
 
-    /// Spawns a `lease-server` binary whose gRPC listener binds `127.0.0.1:0`, waits for it to be
-    /// ready and returns the address it reports on `/ready` (`gRPC on IP:PORT`). Its spec is then
-    /// pinned to that address, so a [`Harness::restart`] serves on the same one (clients keep it).
-    pub async fn spawn_lease_server(
-        &mut self,
-        spec: DaemonSpec,
-        timeout: Duration,
-    ) -> Result<String, Error> {
-        let spec = spec.args(["--grpc-addr", "127.0.0.1:0"]);
-        let name = spec.name.clone();
-        let d = self.spawn_ready(spec, timeout).await?;
-        let report = d.admin().await?.ready_report();
-        let addr = report
-            .split("gRPC on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Timeout(format!("{name} to report its gRPC address")))?;
-        let args = &mut d.spec.args;
-        if let Some(i) = args.iter().rposition(|a| a == "127.0.0.1:0") {
-            args[i] = addr.clone();
-        }
-        Ok(addr)
-    }
-
     /// `kill -9` a daemon.
     pub async fn kill(&mut self, name: &str) -> Result<(), Error> {
         self.daemon(name)?.kill().await
+    }
+
+    /// SIGTERM a daemon and wait (at most `deadline`) for it to exit by itself; see
+    /// [`Daemon::terminate`].
+    pub async fn terminate(
+        &mut self,
+        name: &str,
+        deadline: Duration,
+    ) -> Result<std::process::ExitStatus, Error> {
+        self.daemon(name)?.terminate(deadline).await
     }
 
     /// Kill -9 (if running) and start again with the same spec; waits for `/ready`.
@@ -317,19 +309,23 @@ impl Harness {
     pub fn audit_log(&self) -> String {
         match &self.backend {
             Backend::InProcess(r) => r.audit_log(),
-            Backend::Process(d) => http::get(&d.admin_addr, "/emulator/v1/audit")
-                .map(|(_, b)| b)
-                .unwrap_or_default(),
+            Backend::Process(d) => {
+                http::get_with_token(&d.admin_addr, "/emulator/v1/audit", &self.admin_token)
+                    .map(|(_, b)| b)
+                    .unwrap_or_default()
+            }
         }
     }
 
     fn snapshot(&self) -> Value {
         match &self.backend {
             Backend::InProcess(r) => r.snapshot(),
-            Backend::Process(d) => http::get(&d.admin_addr, "/emulator/v1/snapshot")
-                .ok()
-                .and_then(|(_, b)| serde_json::from_str(&b).ok())
-                .unwrap_or(Value::Null),
+            Backend::Process(d) => {
+                http::get_with_token(&d.admin_addr, "/emulator/v1/snapshot", &self.admin_token)
+                    .ok()
+                    .and_then(|(_, b)| serde_json::from_str(&b).ok())
+                    .unwrap_or(Value::Null)
+            }
         }
     }
 
@@ -400,6 +396,16 @@ async fn poll_ready(admin: &crate::Admin, ready: bool, timeout: Duration) -> Opt
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The bearer token of the kubeconfig an emulator process wrote (empty without one).
+fn kubeconfig_token(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token:"))
+        .map(|t| t.trim().trim_matches(['\'', '"']).to_owned())
+        .unwrap_or_default()
 }
 
 impl Drop for Harness {

@@ -7,11 +7,25 @@ use std::time::Duration;
 
 /// `GET http://{addr}{path}` → (status code, body).
 pub(crate) fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    get_with_token(addr, path, "")
+}
+
+/// `GET http://{addr}{path}` with `Authorization: Bearer {token}` (none when empty).
+pub(crate) fn get_with_token(
+    addr: &str,
+    path: &str,
+    token: &str,
+) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let auth = if token.is_empty() {
+        String::new()
+    } else {
+        format!("Authorization: Bearer {token}\r\n")
+    };
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
     )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;

@@ -7,7 +7,10 @@
 //!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG, ADMIN_ADDR=127.0.0.1:0 and
 //!      │    │                           ADMIN_ADDR_FILE; stdout/stderr → log file
 //!      │    └─ wait_ready() / admin()   reads the reported address, polls GET {admin}/ready until 200
-//!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand
+//!      ├─ kill(name) / restart(name)    SIGKILL and respawn on demand; terminate(name): SIGTERM and
+//!      │                                wait for a graceful exit
+//!      ├─ failover::Failover            N replicas of a daemon on a real lease-server: who leads,
+//!      │                                how long a takeover took, were there ever two leaders
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
 //!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
@@ -26,11 +29,13 @@ pub mod audit;
 mod daemon;
 pub mod dataplane;
 mod emulator;
+pub mod failover;
 pub mod faults;
 pub mod fixtures;
 mod http;
 mod kubectl;
 pub mod leak;
+pub mod lease;
 mod poll;
 pub mod rbac;
 
@@ -42,6 +47,7 @@ pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};
+pub use lease::{LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.

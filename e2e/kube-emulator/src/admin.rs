@@ -12,6 +12,10 @@
 //! | POST | `/emulator/v1/watches/drop` | ends every open watch stream |
 //! | PUT | `/emulator/v1/namespaces/{ns}/pods/{name}/log?container=c&append=true` | text/plain log text |
 //! | GET | `/emulator/v1/snapshot` | every stored object as JSON |
+//! | GET | `/emulator/v1/tokens` | issued ServiceAccount tokens (metadata only, never the token) |
+//! | POST | `/emulator/v1/clock` | `{"advanceSeconds": N}` moves the token-expiry clock forward |
+//!
+//! With authentication on, every admin endpoint requires the admin token.
 
 use std::io::Write;
 use std::time::Duration;

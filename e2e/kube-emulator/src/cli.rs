@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::emulator::{Config, Emulator};
+use crate::emulator::{Auth, Config, Emulator};
 
 /// Runs a Kubernetes API emulator on loopback HTTP.
 #[derive(Debug, Parser)]
@@ -35,6 +35,10 @@ pub struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, env = "KUBE_EMULATOR_BOOKMARK_SECONDS", default_value_t = 60)]
     pub bookmark_seconds: u64,
+    /// Authentication and RBAC: `on` (bearer tokens required, the kubeconfig carries the admin token and
+    /// points at https) or `off` (every request is the admin, plain http kubeconfig).
+    #[arg(long, env = "KUBE_EMULATOR_AUTH", default_value = "on", value_parser = ["on", "off"])]
+    pub authentication: String,
 }
 
 impl Args {
@@ -49,6 +53,11 @@ impl Args {
             audit_log: self.audit_log.clone(),
             history_size: self.history_size,
             bookmark_interval: Duration::from_secs(self.bookmark_seconds.max(1)),
+            auth: if self.authentication == "off" {
+                Auth::Off
+            } else {
+                Auth::On
+            },
             ..Config::default()
         }
     }

@@ -104,6 +104,13 @@ pub(crate) fn resource_list(
                 "kind": "Pod", "verbs": ["get"]}),
             );
         }
+        if k.kind == "ServiceAccount" && k.group.is_empty() {
+            resources.push(
+                json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                "verbs": ["create"]}),
+            );
+        }
         if k.kind == "Namespace" {
             resources.push(
                 json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false,
@@ -141,6 +148,9 @@ pub(crate) fn aggregated(kinds: &[std::sync::Arc<Kind>], core: bool) -> Value {
                             }
                             if k.kind == "Pod" {
                                 subs.push(json!({"subresource": "log", "responseKind": {"group": "", "version": "", "kind": ""}, "verbs": ["get"]}));
+                            }
+                            if k.kind == "ServiceAccount" && k.group.is_empty() {
+                                subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));
                             }
                             let mut r = json!({"resource": k.plural, "responseKind": rk,
                                 "scope": if k.namespaced { "Namespaced" } else { "Cluster" },

@@ -49,6 +49,20 @@ pub enum Error {
     /// Building the kube client failed.
     #[error("building a kube client: {0}")]
     Client(#[from] kube::Error),
+    /// The TLS certificate could not be made.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// Whether requests are authenticated and authorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Auth {
+    /// Bearer tokens (the admin token, ServiceAccount tokens) are required and RBAC is enforced; the
+    /// kubeconfig points at `https://…` with the admin token. The default.
+    #[default]
+    On,
+    /// Every request is the admin (no 401/403 for permissions); the kubeconfig points at `http://…`.
+    Off,
 }
 
 /// How to run an emulator.
@@ -72,6 +86,8 @@ pub struct Config {
     pub snapshot: Option<PathBuf>,
     /// Mirror the audit log to this JSONL file.
     pub audit_log: Option<PathBuf>,
+    /// Authentication and RBAC (default on).
+    pub auth: Auth,
     /// A seeded fault schedule active from the start (see [`Chaos`]).
     pub chaos: Option<Chaos>,
 }
@@ -88,6 +104,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             snapshot: None,
             audit_log: None,
+            auth: Auth::On,
             chaos: None,
         }
     }
@@ -111,6 +128,12 @@ impl Config {
         self.bookmark_interval = d;
         self
     }
+
+    /// Turns authentication and RBAC on or off.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
 }
 
 /// Entry point.
@@ -120,14 +143,17 @@ pub struct Emulator;
 pub struct Running {
     inner: Arc<Inner>,
     addr: SocketAddr,
-    history_size: usize,
-    bookmark_interval: Duration,
-    /// The stored state while stopped by [`Running::stop_serving`].
-    stopped: Option<Value>,
     kubeconfig: PathBuf,
     temp_dir: Option<PathBuf>,
     snapshot: Option<PathBuf>,
     server: Option<tokio::task::JoinHandle<()>>,
+    ca_pem: String,
+    /// The CA and server certificate, kept to serve again after a stop.
+    certs: crate::tls::Certificates,
+    history_size: usize,
+    bookmark_interval: Duration,
+    /// The stored state while stopped by [`Running::stop_serving`].
+    stopped: Option<Value>,
 }
 
 impl Emulator {
@@ -144,6 +170,12 @@ impl Emulator {
             addr: bind.clone(),
             source,
         })?;
+        let certs = crate::tls::Certificates::generate(&config.host).map_err(Error::Tls)?;
+        let listener =
+            crate::tls::DualListener::new(listener, &certs).map_err(|source| Error::Listen {
+                addr: bind.clone(),
+                source,
+            })?;
         let audit_file = match &config.audit_log {
             Some(p) => Some(
                 std::fs::OpenOptions::new()
@@ -174,7 +206,8 @@ impl Emulator {
             c.validate().map_err(Error::Chaos)?;
             admin.set_chaos(Some(c.clone()));
         }
-        let inner = new_inner(state, admin, addr, config.bookmark_interval);
+        let auth = Arc::new(crate::auth::Authenticator::new(config.auth == Auth::On));
+        let inner = new_inner(state, admin, auth, addr, config.bookmark_interval);
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;
         }
@@ -189,19 +222,31 @@ impl Emulator {
                 (dir.join("kubeconfig"), Some(dir))
             }
         };
-        write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
+        if config.auth == Auth::On {
+            write_kubeconfig_with(
+                &kubeconfig,
+                &format!("https://{addr}"),
+                &config.namespace,
+                inner.auth.admin_token(),
+                Some(&certs.ca_pem),
+            )?;
+        } else {
+            write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
+        }
         let server = serve(listener, &inner);
         tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "kube-emulator listening");
         Ok(Running {
             inner,
             addr,
-            history_size: config.history_size,
-            bookmark_interval: config.bookmark_interval,
-            stopped: None,
             kubeconfig,
             temp_dir,
             snapshot: config.snapshot.clone(),
             server: Some(server),
+            ca_pem: certs.ca_pem.clone(),
+            certs,
+            history_size: config.history_size,
+            bookmark_interval: config.bookmark_interval,
+            stopped: None,
         })
     }
 }
@@ -209,6 +254,7 @@ impl Emulator {
 fn new_inner(
     state: State,
     admin: Admin,
+    auth: Arc<crate::auth::Authenticator>,
     addr: SocketAddr,
     bookmark_interval: Duration,
 ) -> Arc<Inner> {
@@ -225,11 +271,12 @@ fn new_inner(
         bookmark_interval,
         addr: addr.to_string(),
         openapi: Mutex::new(crate::openapi::Cache::default()),
+        auth,
     })
 }
 
 /// Serves `inner` on `listener` until its shutdown signal, with the bundled controllers.
-fn serve(listener: tokio::net::TcpListener, inner: &Arc<Inner>) -> tokio::task::JoinHandle<()> {
+fn serve(listener: crate::tls::DualListener, inner: &Arc<Inner>) -> tokio::task::JoinHandle<()> {
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(inner.clone());
@@ -245,21 +292,69 @@ fn serve(listener: tokio::net::TcpListener, inner: &Arc<Inner>) -> tokio::task::
     server
 }
 
-/// Writes a kubeconfig pointing at `server` with a context namespace.
+/// Writes a kubeconfig pointing at `server` with a context namespace (no credentials: for an emulator
+/// with authentication off).
 pub fn write_kubeconfig(path: &Path, server: &str, namespace: &str) -> Result<(), Error> {
-    if let Some(parent) = path.parent() {
+    write_kubeconfig_with(path, server, namespace, "", None)
+}
+
+/// Writes a kubeconfig pointing at `server` with a context namespace, a bearer `token` (none when empty)
+/// and, for an `https://` server, the CA to trust. The file is private to its owner (mode 0600).
+pub(crate) fn write_kubeconfig_with(
+    path: &Path,
+    server: &str,
+    namespace: &str,
+    token: &str,
+    ca_pem: Option<&str>,
+) -> Result<(), Error> {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| Error::Io {
             path: parent.into(),
             source,
         })?;
     }
+    let ca = ca_pem
+        .map(|pem| {
+            format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            )
+        })
+        .unwrap_or_default();
+    let user = if token.is_empty() {
+        "  user: {}\n".to_string()
+    } else {
+        format!("  user:\n    token: {token}\n")
+    };
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n  cluster:\n    server: {server}\ncontexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n    user: kube-emulator\n    namespace: {namespace}\ncurrent-context: kube-emulator\nusers:\n- name: kube-emulator\n  user:\n    token: kube-emulator\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n    user: kube-emulator\n    namespace: {namespace}\ncurrent-context: kube-emulator\nusers:\n- name: kube-emulator\n{user}"
     );
-    std::fs::write(path, text).map_err(|source| Error::Io {
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(text.as_bytes())
+    };
+    write().map_err(|source| Error::Io {
         path: path.into(),
         source,
     })
+}
+
+/// A kube-rs client for an emulator at `url` (`http://…`) sending `token` (none when empty).
+pub fn client_for(url: &str, token: &str) -> kube::Client {
+    let mut cfg = kube::Config::new(url.parse().expect("emulator url"));
+    cfg.default_namespace = "default".into();
+    if !token.is_empty() {
+        cfg.auth_info.token = Some(secrecy::SecretString::from(token.to_string()));
+    }
+    kube::Client::try_from(cfg).expect("kube client for the emulator")
 }
 
 fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
@@ -365,11 +460,62 @@ impl Running {
         &self.kubeconfig
     }
 
-    /// A kube-rs client for this emulator (default namespace `default`).
+    /// A kube-rs client for this emulator as the admin (default namespace `default`).
     pub fn client(&self) -> kube::Client {
-        let mut cfg = kube::Config::new(self.url().parse().expect("emulator url"));
-        cfg.default_namespace = "default".into();
-        kube::Client::try_from(cfg).expect("kube client for the emulator")
+        client_for(&self.url(), self.admin_token())
+    }
+
+    /// A kube-rs client sending `token` (e.g. a ServiceAccount token from a TokenRequest).
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        client_for(&self.url(), token)
+    }
+
+    /// The admin bearer token (user `kube-emulator-admin`, group `system:masters`); empty when
+    /// authentication is off.
+    pub fn admin_token(&self) -> &str {
+        if self.inner.auth.enabled {
+            self.inner.auth.admin_token()
+        } else {
+            ""
+        }
+    }
+
+    /// PEM of the CA that signed the emulator's serving certificate (for `https://` clients).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// `https://127.0.0.1:PORT` (the same port serves plain HTTP and TLS).
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Writes a kubeconfig for this emulator that authenticates with `token` (e.g. a ServiceAccount's),
+    /// with `namespace` as the context namespace: `https://` with the emulator's CA when authentication is
+    /// on, so kubectl sends the token.
+    pub fn write_kubeconfig_for_token(
+        &self,
+        path: &Path,
+        token: &str,
+        namespace: &str,
+    ) -> Result<(), Error> {
+        if self.inner.auth.enabled {
+            write_kubeconfig_with(
+                path,
+                &self.https_url(),
+                namespace,
+                token,
+                Some(&self.ca_pem),
+            )
+        } else {
+            write_kubeconfig_with(path, &self.url(), namespace, token, None)
+        }
+    }
+
+    /// Moves the clock ServiceAccount token expiry is checked against forward (tokens expire without
+    /// waiting).
+    pub fn advance_token_clock(&self, d: Duration) {
+        self.inner.auth.advance_clock(d.as_secs() as i64);
     }
 
     /// Loads every manifest under `dir` (CRDs first); returns how many objects were created.
@@ -473,7 +619,7 @@ impl Running {
     /// Serves again on the same address, from the snapshot taken by [`Running::stop_serving`]:
     /// the same objects and resourceVersion counter, an empty watch history (a watch resuming from
     /// an older resourceVersion gets 410 Expired and relists, as after an etcd compaction), the pod
-    /// logs, audit log, faults and chaos schedule carried over. No-op while serving.
+    /// logs, audit log, faults, chaos schedule, certificates and tokens carried over. No-op while serving.
     pub async fn serve_again(&mut self) -> Result<(), Error> {
         let Some(snap) = self.stopped.take() else {
             return Ok(());
@@ -491,11 +637,20 @@ impl Running {
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         };
+        let listener = match crate::tls::DualListener::new(listener, &self.certs) {
+            Ok(l) => l,
+            Err(source) => {
+                self.stopped = Some(snap);
+                return Err(Error::Listen { addr: bind, source });
+            }
+        };
         let mut state = State::new(self.history_size);
         state.restore(&snap);
         state.logs = std::mem::take(&mut self.inner.st().logs);
         let admin = std::mem::take(&mut *self.inner.admin());
-        self.inner = new_inner(state, admin, self.addr, self.bookmark_interval);
+        // The same tokens stay valid (the daemons' kubeconfigs and ServiceAccount tokens).
+        let auth = self.inner.auth.clone();
+        self.inner = new_inner(state, admin, auth, self.addr, self.bookmark_interval);
         self.server = Some(serve(listener, &self.inner));
         tracing::info!(addr = %self.addr, "kube-emulator serving again");
         Ok(())
@@ -540,7 +695,8 @@ impl Running {
 
     /// A JSON summary for printing.
     pub fn describe(&self) -> Value {
-        json!({"url": self.url(), "kubeconfig": self.kubeconfig.display().to_string()})
+        json!({"url": self.url(), "kubeconfig": self.kubeconfig.display().to_string(),
+            "authentication": self.inner.auth.enabled})
     }
 }
 

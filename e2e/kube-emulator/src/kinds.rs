@@ -64,6 +64,8 @@ pub(crate) struct Kind {
     pub(crate) selectable_fields: Vec<String>,
     /// The serving CRD's `metadata.generation` (0 for built-ins): derived documents are cached by it.
     pub(crate) source_generation: i64,
+    /// A review kind (TokenReview, SubjectAccessReview, …): create only, never stored.
+    pub(crate) create_only: bool,
 }
 
 impl Kind {
@@ -87,6 +89,9 @@ impl Kind {
 
     /// The verbs served on the main resource.
     pub(crate) fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -148,8 +153,49 @@ fn builtin(
         preferred: true,
         selectable_fields: Vec::new(),
         source_generation: 0,
+        create_only: false,
     }
 }
+
+/// The review kinds served (group, plural, kind, namespaced).
+const REVIEW_KINDS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+];
 
 /// The built-in kinds the project and its tests use.
 pub(crate) fn builtins() -> Vec<Kind> {
@@ -297,6 +343,11 @@ pub(crate) fn builtins() -> Vec<Kind> {
             false,
         ));
     }
+    for (group, plural, kind, ns) in REVIEW_KINDS {
+        let mut k = builtin(group, "v1", kind, plural, *ns, &[], &[], false);
+        k.create_only = true;
+        v.push(k);
+    }
     v
 }
 
@@ -374,6 +425,7 @@ pub(crate) fn from_crd(crd: &Value) -> Vec<Kind> {
                 })
                 .unwrap_or_default(),
             source_generation: crd["metadata"]["generation"].as_i64().unwrap_or(0),
+            create_only: false,
         });
     }
     out

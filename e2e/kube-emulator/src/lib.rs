@@ -3,7 +3,8 @@
 //! What it emulates and what it does not: `docs/kube-emulator.md`.
 //!
 //! ```text
-//!  kube::Client / kubectl ──HTTP/1.1──► server (routing, negotiation, audit, faults)
+//!  kube::Client / kubectl ──HTTP/1.1 or TLS──► server (authentication, RBAC, routing, negotiation,
+//!                                                 audit, faults)
 //!                                          │
 //!                                          ▼
 //!            store::State (one mutex): kinds table ◄─ CRDs, objects, rv counter, watch history
@@ -17,12 +18,14 @@
 //!
 //! Module layers (each depends only on layers above it, so there are no module cycles):
 //! `json`, `kinds` (leaves) → `selector`, `error`, `printers`, `openapi` → `schema`, `validation`,
-//! `patch`, `ssa`, `table`, `discovery`, `protobuf` → `store` → `chaos`, `admin`, `shared` (the state behind the HTTP server and the controllers) →
+//! `patch`, `ssa`, `table`, `discovery`, `protobuf`, `tls` → `store` → `auth` (tokens, RBAC, reviews),
+//! `chaos`, `admin`, `shared` (the state behind the HTTP server and the controllers) →
 //! `server`, `controllers` → `emulator` → `cli`.
 //!
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
 
 mod admin;
+mod auth;
 mod chaos;
 pub mod cli;
 mod controllers;
@@ -42,9 +45,13 @@ mod shared;
 mod ssa;
 mod store;
 mod table;
+mod tls;
 mod validation;
 
 pub use admin::{Fault, Hold};
+pub use auth::ADMIN_USER;
 pub use chaos::{Chaos, ChaosCounts, Mix};
-pub use emulator::{Config, Emulator, Error, Running, read_manifests, write_kubeconfig};
+pub use emulator::{
+    Auth, Config, Emulator, Error, Running, client_for, read_manifests, write_kubeconfig,
+};
 pub use error::ApiError;

@@ -46,6 +46,7 @@ static BUILTINS: LazyLock<Builtins> = LazyLock::new(|| {
         apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
         events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     };
+    use k8s_openapi::api::{authentication::v1 as authn, authorization::v1 as authz};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
     let mut generator = schemars::SchemaGenerator::new(SchemaSettings::openapi3());
     let mut kinds = HashMap::new();
@@ -78,6 +79,32 @@ static BUILTINS: LazyLock<Builtins> = LazyLock::new(|| {
         g,
         k,
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+    );
+    register::<authn::TokenReview>(g, k, ("authentication.k8s.io", "v1", "TokenReview"));
+    register::<authn::SelfSubjectReview>(
+        g,
+        k,
+        ("authentication.k8s.io", "v1", "SelfSubjectReview"),
+    );
+    register::<authz::SubjectAccessReview>(
+        g,
+        k,
+        ("authorization.k8s.io", "v1", "SubjectAccessReview"),
+    );
+    register::<authz::SelfSubjectAccessReview>(
+        g,
+        k,
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),
+    );
+    register::<authz::LocalSubjectAccessReview>(
+        g,
+        k,
+        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"),
+    );
+    register::<authz::SelfSubjectRulesReview>(
+        g,
+        k,
+        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview"),
     );
     let mut defs = generator.take_definitions(true);
     for ((group, version, kind), name) in &kinds {
@@ -235,6 +262,13 @@ fn paths_of(kind: &Kind, def: &str, out: &mut Map<String, Value>) {
         format!("{base}/{}", kind.plural)
     };
     let id = format!("{}{}", kind.kind, kind.version);
+    if kind.create_only {
+        out.insert(
+            collection,
+            json!({"post": op("post", &format!("create{id}"), vec![dry_run, field_manager, field_validation], Some(json_body), ok("201"))}),
+        );
+        return;
+    }
     out.insert(
         collection.clone(),
         json!({

@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::authentication::v1 as authn;
+use k8s_pb::api::authorization::v1 as authz;
 use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
@@ -82,6 +84,18 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
         }
         ("apps/v1", "Deployment") => deployment(apps::Deployment::decode(&raw[..]).map_err(bad)?)?,
         ("batch/v1", "Job") => job(batch::Job::decode(&raw[..]).map_err(bad)?)?,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => self_subject_access_review(
+            authz::SelfSubjectAccessReview::decode(&raw[..]).map_err(bad)?,
+        )?,
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => self_subject_rules_review(
+            authz::SelfSubjectRulesReview::decode(&raw[..]).map_err(bad)?,
+        )?,
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            self_subject_review(authn::SelfSubjectReview::decode(&raw[..]).map_err(bad)?)?
+        }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            token_request(authn::TokenRequest::decode(&raw[..]).map_err(bad)?)?
+        }
         _ => return Err(unsupported(&format!("{api_version} {kind}"))),
     };
     let m = obj.as_object_mut().expect("object");
@@ -462,6 +476,80 @@ fn service_account(mut a: core::ServiceAccount) -> Result<Value, ApiError> {
             a.automount_service_account_token.take(),
         );
     rest(a, "ServiceAccount")?;
+    Ok(o.done())
+}
+
+fn self_subject_access_review(mut r: authz::SelfSubjectAccessReview) -> Result<Value, ApiError> {
+    let mut o = Obj::default();
+    o.val("metadata", Some(object_meta(r.metadata.take())?));
+    let mut spec = r.spec.take().unwrap_or_default();
+    let mut so = Obj::default();
+    if let Some(mut a) = spec.resource_attributes.take() {
+        let mut ao = Obj::default();
+        ao.s("namespace", a.namespace.take())
+            .s("verb", a.verb.take())
+            .s("group", a.group.take())
+            .s("version", a.version.take())
+            .s("resource", a.resource.take())
+            .s("subresource", a.subresource.take())
+            .s("name", a.name.take());
+        rest(a, "ResourceAttributes")?;
+        so.val("resourceAttributes", Some(ao.done()));
+    }
+    if let Some(mut a) = spec.non_resource_attributes.take() {
+        let mut ao = Obj::default();
+        ao.s("path", a.path.take()).s("verb", a.verb.take());
+        rest(a, "NonResourceAttributes")?;
+        so.val("nonResourceAttributes", Some(ao.done()));
+    }
+    rest(spec, "SelfSubjectAccessReviewSpec")?;
+    o.val("spec", Some(so.done()));
+    r.status = None;
+    rest(r, "SelfSubjectAccessReview")?;
+    Ok(o.done())
+}
+
+fn self_subject_rules_review(mut r: authz::SelfSubjectRulesReview) -> Result<Value, ApiError> {
+    let mut o = Obj::default();
+    o.val("metadata", Some(object_meta(r.metadata.take())?));
+    let mut spec = r.spec.take().unwrap_or_default();
+    let mut so = Obj::default();
+    so.s("namespace", spec.namespace.take());
+    rest(spec, "SelfSubjectRulesReviewSpec")?;
+    o.val("spec", Some(so.done()));
+    r.status = None;
+    rest(r, "SelfSubjectRulesReview")?;
+    Ok(o.done())
+}
+
+fn self_subject_review(mut r: authn::SelfSubjectReview) -> Result<Value, ApiError> {
+    let mut o = Obj::default();
+    o.val("metadata", Some(object_meta(r.metadata.take())?));
+    r.status = None;
+    rest(r, "SelfSubjectReview")?;
+    Ok(o.done())
+}
+
+fn token_request(mut r: authn::TokenRequest) -> Result<Value, ApiError> {
+    let mut o = Obj::default();
+    o.val("metadata", Some(object_meta(r.metadata.take())?));
+    let mut spec = r.spec.take().unwrap_or_default();
+    let mut so = Obj::default();
+    so.list("audiences", strings(std::mem::take(&mut spec.audiences)))
+        .ptr("expirationSeconds", spec.expiration_seconds.take());
+    if let Some(mut b) = spec.bound_object_ref.take() {
+        let mut bo = Obj::default();
+        bo.s("kind", b.kind.take())
+            .s("apiVersion", b.api_version.take())
+            .s("name", b.name.take())
+            .s("uid", b.u_id.take());
+        rest(b, "BoundObjectReference")?;
+        so.val("boundObjectRef", Some(bo.done()));
+    }
+    rest(spec, "TokenRequestSpec")?;
+    o.val("spec", Some(so.done()));
+    r.status = None;
+    rest(r, "TokenRequest")?;
     Ok(o.done())
 }
 

@@ -30,6 +30,8 @@ pub(crate) struct Inner {
     pub(crate) addr: String,
     /// OpenAPI documents built so far.
     pub(crate) openapi: Mutex<crate::openapi::Cache>,
+    /// Authentication: the admin token, issued ServiceAccount tokens.
+    pub(crate) auth: std::sync::Arc<crate::auth::Authenticator>,
 }
 
 impl Inner {

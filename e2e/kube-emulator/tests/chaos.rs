@@ -16,6 +16,10 @@ fn raw_client(emu: &Running) -> kube::Client {
     let mut cfg = kube::Config::new(emu.url().parse().expect("url"));
     cfg.default_namespace = "default".into();
     cfg.default_retry = false;
+    cfg.headers.push((
+        http::header::AUTHORIZATION,
+        http::HeaderValue::from_str(&format!("Bearer {}", emu.admin_token())).expect("token"),
+    ));
     kube::Client::try_from(cfg).expect("client")
 }
 

@@ -286,6 +286,17 @@ pub mod event_reasons {
     /// Strategy renderer: its configuration ConfigMap was rejected.
     pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 
+    // Bad input (ours): a malformed object the daemon cannot act on as written.
+    /// Backup runner: a string of the strategy's template does not parse as a Go template, or
+    /// refers to a route parameter that is not set (upstream renders it anyway; the job goes on).
+    pub const STRATEGY_TEMPLATE_INVALID: &str = "StrategyTemplateInvalid";
+    /// Backup runner: the BackupClass routes the job to a strategy group no built-in driver
+    /// serves; the job is left to the third-party controller of that group.
+    pub const STRATEGY_NOT_HANDLED: &str = "StrategyNotHandled";
+    /// Backup runner: a Plan's BackupJob for a due slot was refused by the API server (for
+    /// example a Plan name so long that `<plan>-<minutes>` is not a valid object name).
+    pub const BACKUP_JOB_CREATE_REFUSED: &str = "BackupJobCreateRefused";
+
     // Retention (ours): why the retention-cleaner deleted, kept or deferred an object.
     /// A Plan's successful Backup that no retention rule keeps was deleted.
     pub const RETENTION_EXPIRED: &str = "RetentionExpired";

@@ -124,8 +124,27 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
+/// The longest condition message the API server accepts (`metav1.Condition`'s limit, in bytes).
+pub const CONDITION_MESSAGE_MAX: usize = 32768;
+
+/// `message` cut to at most [`CONDITION_MESSAGE_MAX`] bytes on a character boundary, ending in
+/// `…` when cut: a message quoting a huge field (a 200 KiB application name) would otherwise make
+/// every status write fail validation.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= CONDITION_MESSAGE_MAX {
+        return message;
+    }
+    let ellipsis = "…";
+    let mut end = CONDITION_MESSAGE_MAX - ellipsis.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &message[..end])
+}
+
 impl Condition {
-    /// A condition with the transition time set to `now`.
+    /// A condition with the transition time set to `now` (a message longer than the API server
+    /// accepts is cut, see [`bounded_message`]).
     pub fn new(
         type_: &str,
         status: ConditionStatus,
@@ -137,7 +156,7 @@ impl Condition {
             type_: type_.into(),
             status,
             reason: reason.into(),
-            message: message.into(),
+            message: bounded_message(message.into()),
             last_transition_time: now,
             observed_generation: None,
         }
@@ -213,8 +232,19 @@ pub(crate) fn string_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn condition_messages_stay_within_the_api_limit() {
+        let short = bounded_message("fine".into());
+        assert_eq!(short, "fine");
+        let long = bounded_message("é".repeat(40_000));
+        assert!(long.len() <= CONDITION_MESSAGE_MAX, "{}", long.len());
+        assert!(long.ends_with('…'));
+        assert!(long.starts_with("éé"));
+    }
 
     fn t(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())

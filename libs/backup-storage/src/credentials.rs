@@ -194,6 +194,15 @@ pub fn parse_source(
             .cloned()
             .unwrap_or_default()
     };
+    // Upstream copies the bytes as they are; a key, secret or endpoint that is not text can never
+    // authenticate or resolve, so it is named here instead of being projected as garbage.
+    for key in ["accessKey", "secretKey", "endpoint", "bucketName", "region"] {
+        if std::str::from_utf8(&flat(key)).is_err() {
+            return Err(ProjectionError::malformed(format!(
+                "source credentials Secret {namespace}/{name} key {key} is not valid UTF-8"
+            )));
+        }
+    }
     let mut creds = SourceCredentials {
         access_key: flat("accessKey"),
         secret_key: flat("secretKey"),
@@ -382,8 +391,22 @@ pub fn desired_keys(
             set_or_delete(config.force_path_style.clone().into_bytes()),
         ),
     ]);
+    let size: usize = always.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + optional
+            .iter()
+            .map(|(k, v)| v.as_ref().map_or(0, |v| k.len() + v.len()))
+            .sum::<usize>();
+    if size > SECRET_MAX_BYTES {
+        return Err(ProjectionError::malformed(format!(
+            "source credentials Secret {}/{}: the projected keys would hold {size} bytes, larger than the 1 MiB ({SECRET_MAX_BYTES} bytes) a Secret may hold; accessKey and secretKey are each copied four times",
+            config.source_namespace, config.source_name
+        )));
+    }
     Ok(DesiredKeys { always, optional })
 }
+
+/// The most a Secret's data may hold (the API server refuses larger ones).
+pub const SECRET_MAX_BYTES: usize = 1024 * 1024;
 
 impl DesiredKeys {
     /// The target's data after projection: `existing` with the always-keys written, the optional
@@ -448,6 +471,27 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn bytes_that_are_not_text_are_named() {
+        for key in ["accessKey", "secretKey", "endpoint"] {
+            let mut data: BTreeMap<String, Vec<u8>> = [
+                ("accessKey", b"AK".to_vec()),
+                ("secretKey", b"SK".to_vec()),
+                ("endpoint", b"s3.example.com".to_vec()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            data.insert(key.to_owned(), vec![0xff, 0xfe, b'x']);
+            let err = parse_source("ns", "src", &data).unwrap_err();
+            assert_eq!(err.reason, Reason::SourceSecretMalformed);
+            assert_eq!(
+                err.message,
+                format!("source credentials Secret ns/src key {key} is not valid UTF-8")
+            );
+        }
     }
 
     #[test]

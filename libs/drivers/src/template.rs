@@ -46,6 +46,9 @@ fn render_str(text: &str, ctx: &Value) -> String {
     if !text.contains("{{") {
         return text.to_owned();
     }
+    if unclosed_action(text) {
+        return text.to_owned();
+    }
     let mut tmpl = Template::default();
     tmpl.add_funcs(SPRIG);
     if tmpl.parse(text).is_err() {
@@ -65,6 +68,94 @@ fn map_strings(v: &Json, f: &dyn Fn(&str) -> String) -> Json {
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+/// What is wrong with a strategy template, string by string, before it is rendered: each entry is
+/// `(path, problem)` where `path` names the string inside the template (`storage.s3.bucket`,
+/// `spec.containers[0].args[2]`). Two problems are found: a string that does not parse as a Go
+/// template (upstream's renderer then uses it as written), and a reference to
+/// `.Parameters.<name>` that `parameters` (the BackupClass route's) does not set (Go prints
+/// `<no value>` there). Rendering itself is unchanged; this only lets a driver say so.
+pub fn problems(template: &Json, parameters: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk_strings(template, String::new(), &mut |path, text| {
+        if !text.contains("{{") {
+            return;
+        }
+        if unclosed_action(text) {
+            out.push((
+                path.to_owned(),
+                "does not parse as a Go template (unclosed action: a \"{{\" without \"}}\"); it is used as written".into(),
+            ));
+            return;
+        }
+        let mut tmpl = Template::default();
+        tmpl.add_funcs(SPRIG);
+        if let Err(e) = tmpl.parse(text) {
+            out.push((
+                path.to_owned(),
+                format!("does not parse as a Go template ({e}); it is used as written"),
+            ));
+            return;
+        }
+        for name in parameter_refs(text) {
+            if !parameters.contains_key(&name) {
+                out.push((
+                    path.to_owned(),
+                    format!(
+                        "refers to .Parameters.{name}, which the BackupClass route does not set; it renders as \"<no value>\""
+                    ),
+                ));
+            }
+        }
+    });
+    out
+}
+
+/// Whether the last `{{` of `text` has no `}}` after it. Go's parser reports "unclosed action";
+/// the `gtmpl` engine never returns on such text, so it is recognised before the engine sees it.
+fn unclosed_action(text: &str) -> bool {
+    text.rfind("{{")
+        .is_some_and(|at| !text[at + 2..].contains("}}"))
+}
+
+/// The names `x` of every `.Parameters.x` in `text`.
+fn parameter_refs(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(".Parameters.") {
+        rest = &rest[at + ".Parameters.".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+fn walk_strings(v: &Json, path: String, f: &mut dyn FnMut(&str, &str)) {
+    match v {
+        Json::String(s) => f(&path, s),
+        Json::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk_strings(item, format!("{path}[{i}]"), f);
+            }
+        }
+        Json::Object(map) => {
+            for (k, item) in map {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk_strings(item, p, f);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -458,6 +549,37 @@ fn split_list(args: &[Value]) -> Result<Value, FuncError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn problems_name_the_string_and_what_is_wrong() {
+        let params: BTreeMap<String, String> = [("bucket".to_owned(), "b".to_owned())].into();
+        let template = serde_json::json!({
+            "storage": {"s3": {"bucket": "{{ .Parameters.bucket }}", "prefix": "{{ .Parameters.nope }}/x"}},
+            "args": ["plain", "{{ .Release.Name "],
+        });
+        let mut found = problems(&template, &params);
+        found.sort();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, "args[1]");
+        assert!(
+            found[0].1.starts_with("does not parse as a Go template ("),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[1],
+            (
+                "storage.s3.prefix".to_owned(),
+                "refers to .Parameters.nope, which the BackupClass route does not set; it renders as \"<no value>\"".to_owned()
+            )
+        );
+        assert!(
+            problems(
+                &serde_json::json!({"a": "{{ .Parameters.bucket }}"}),
+                &params
+            )
+            .is_empty()
+        );
+    }
     use super::*;
     use pretty_assertions::assert_eq;
     use serde_json::json;
@@ -555,5 +677,28 @@ mod tests {
             "{{ required \"need bucket\" .Parameters.absent }}"
         );
         assert_eq!(r("{{ toJson .Parameters }}"), r#"{"bucket":"b1"}"#);
+    }
+}
+#[cfg(test)]
+mod unclosed {
+    /// The engine never returns on an action left open at the end of the text; the guard must
+    /// answer first (run on a thread so that a regression fails instead of hanging the suite).
+    #[test]
+    fn an_unclosed_action_is_left_as_written_without_hanging() {
+        for input in ["{{ .Release.Name ", "a {{ .A }} {{ .B", "{{ x", "{{"] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let owned = input.to_owned();
+            std::thread::spawn(move || {
+                let out = super::render_string(&owned, &serde_json::json!({"A": 1}));
+                let _ = tx.send(out);
+            });
+            let out = rx
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("rendering {input:?} did not return"));
+            assert_eq!(out, input);
+            let found = super::problems(&serde_json::json!({"k": input}), &Default::default());
+            assert_eq!(found.len(), 1, "{input:?}: {found:?}");
+            assert!(found[0].1.contains("unclosed action"), "{found:?}");
+        }
     }
 }

@@ -45,6 +45,9 @@ pub enum LeaseError {
     /// The lease service did not answer (connection refused, timeout, `UNAVAILABLE`): retry.
     #[error("lease service unavailable: {0}")]
     Unavailable(String),
+    /// The client is misconfigured (an unusable endpoint, CA file or token file).
+    #[error("lease client configuration: {0}")]
+    Config(String),
     /// The lease service answered with a refusal that retrying the same request cannot change
     /// (e.g. `INVALID_ARGUMENT` for a TTL above the server's maximum, `PERMISSION_DENIED`).
     #[error("lease service refused the request ({code:?}): {message}")]
@@ -61,6 +64,7 @@ impl LeaseError {
     pub fn code(&self) -> tonic::Code {
         match self {
             LeaseError::Unavailable(_) => tonic::Code::Unavailable,
+            LeaseError::Config(_) => tonic::Code::InvalidArgument,
             LeaseError::Refused { code, .. } => *code,
         }
     }
@@ -123,6 +127,19 @@ impl WorkLeases {
     pub(crate) fn networked(client: crate::LeaseClient) -> Self {
         Self {
             mode: Mode::Networked(Box::new(client)),
+        }
+    }
+
+    /// Leases under `prefix` that were released or expired (see [`crate::LeaseClient::frees`]), so
+    /// a replica that was refused one retries it at once. Single-replica mode refuses nothing and
+    /// reports nothing.
+    pub fn frees(&self, prefix: &str) -> futures::stream::BoxStream<'static, crate::Freed> {
+        use futures::StreamExt;
+        match &self.mode {
+            Mode::SingleReplica => futures::stream::pending().boxed(),
+            Mode::Networked(client) => {
+                tokio_stream::wrappers::UnboundedReceiverStream::new(client.frees(prefix)).boxed()
+            }
         }
     }
 

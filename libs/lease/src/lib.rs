@@ -19,6 +19,7 @@
 //! per lease name, also across server restarts; a client stops acting on a lease at
 //! `sent + ttl - margin` on its own monotonic clock, before the server can grant it to anyone else.
 
+pub mod auth;
 pub mod client;
 pub mod net;
 pub mod service;
@@ -37,7 +38,10 @@ pub mod pb {
     include!("gen/cozy.lease.v1.rs");
 }
 
+pub use auth::{
+    Authenticator, Authorization, CacheSettings, Guard, Review, ReviewError, TokenReviewer,
+};
 pub use client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
-pub use net::{ClientOptions, LeaseClient, Reachability};
+pub use net::{ClientOptions, Freed, LeaseClient, Reachability, Security, TokenSource};
 pub use service::LeaseService;
 pub use state::{Epoch, LeaseTable, Limits, Now};

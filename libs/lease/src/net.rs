@@ -11,7 +11,17 @@
 //!
 //!  work lease task ─ hold: Renew every ttl/3 ─ lost ─► WorkLease::lost() completes
 //!                                            └ WorkLease dropped ─► Release
+//!
+//!  release_all (graceful shutdown) ─► every holding: Release, then Following / lost;
+//!                                     no new Acquire; returns once every Release was answered
+//!  frees(prefix) ─ Watch(prefix) ─► a name RELEASED/EXPIRED, or Resynced after (re)connecting
 //! ```
+//!
+//! Transport: `http://host:port` (or a bare `host:port`) is plaintext without credentials, for a
+//! server in insecure mode; `https://host:port` verifies the server's certificate against a CA file
+//! ([`Security::ca_file`]) and sends the bearer token read from [`Security::token_file`] with every
+//! call (re-read when the file changes, as kubelet rotates projected tokens). A token is never sent
+//! over plaintext.
 //!
 //! Invariant (the client's half of the safety argument, see docs/lease.md): a holder stops acting
 //! at `sent + ttl - margin` on its own monotonic clock, where `sent` is when it *sent* its last
@@ -19,14 +29,18 @@
 //! `received + ttl`, so the holder always stops first, whatever the server answers later and
 //! whether or not the server can be reached at all.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
 use crate::pb;
@@ -87,16 +101,186 @@ pub enum Reachability {
     Unreachable(String),
 }
 
+/// How a client authenticates the server and itself (used with `https://` endpoints).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Security {
+    /// PEM file of the CA(s) that verify the server's certificate; required for `https://`.
+    pub ca_file: Option<PathBuf>,
+    /// The name the server's certificate must carry; defaults to the endpoint's host.
+    pub server_name: Option<String>,
+    /// The file holding this client's bearer token (a projected ServiceAccount token); required
+    /// for `https://`. Re-read whenever it changes.
+    pub token_file: Option<PathBuf>,
+}
+
+/// The bearer token of a token file, re-read when the file changes. At most once a second a call
+/// looks at the file's metadata; it reads it again when the inode, size or modification time
+/// differ. A file that cannot be read keeps the last good token (the server refuses it once it
+/// expires).
+#[derive(Clone)]
+pub struct TokenSource {
+    path: Arc<PathBuf>,
+    state: Arc<Mutex<TokenState>>,
+    check_every: Duration,
+}
+
+struct TokenState {
+    header: MetadataValue<Ascii>,
+    stamp: FileStamp,
+    checked: std::time::Instant,
+    warned: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    ino: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("TokenSource")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+impl TokenSource {
+    /// Reads the token in `path` (an error names the file, never its content).
+    pub fn new(path: impl Into<PathBuf>) -> Result<Self, LeaseError> {
+        let path = path.into();
+        let (header, stamp) = read_token(&path).map_err(LeaseError::Config)?;
+        Ok(Self {
+            path: Arc::new(path),
+            state: Arc::new(Mutex::new(TokenState {
+                header,
+                stamp,
+                checked: std::time::Instant::now(),
+                warned: false,
+            })),
+            check_every: TOKEN_CHECK_EVERY,
+        })
+    }
+
+    /// Looks at the file at most once per `every` (default one second).
+    pub fn check_every(mut self, every: Duration) -> Self {
+        self.check_every = every;
+        self
+    }
+
+    /// The `authorization` metadata value (`Bearer <token>`), refreshed if the file changed.
+    pub fn header(&self) -> MetadataValue<Ascii> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.checked.elapsed() >= self.check_every {
+            state.checked = std::time::Instant::now();
+            let changed = stamp(&self.path).map(|s| s != state.stamp);
+            match changed {
+                Ok(false) => {}
+                Ok(true) | Err(_) => match read_token(&self.path) {
+                    Ok((header, stamp)) => {
+                        if state.warned {
+                            tracing::info!(file = %self.path.display(), "the token file is readable again");
+                        }
+                        tracing::debug!(file = %self.path.display(), "read the changed token file");
+                        state.header = header;
+                        state.stamp = stamp;
+                        state.warned = false;
+                    }
+                    Err(e) => {
+                        if !state.warned {
+                            tracing::warn!(error = %e, "keeping the last token read");
+                            state.warned = true;
+                        }
+                    }
+                },
+            }
+        }
+        state.header.clone()
+    }
+}
+
+fn stamp(path: &Path) -> std::io::Result<FileStamp> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path)?;
+    Ok(FileStamp {
+        ino: meta.ino(),
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    })
+}
+
+fn read_token(path: &Path) -> Result<(MetadataValue<Ascii>, FileStamp), String> {
+    let shown = path.display();
+    let stamp = stamp(path).map_err(|e| format!("token file {shown}: {e}"))?;
+    let raw = std::fs::read_to_string(path).map_err(|e| format!("token file {shown}: {e}"))?;
+    let token = raw.trim();
+    if token.is_empty() {
+        return Err(format!("token file {shown} is empty"));
+    }
+    let mut header: MetadataValue<Ascii> = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| format!("token file {shown}: not a printable ASCII token"))?;
+    header.set_sensitive(true);
+    Ok((header, stamp))
+}
+
+/// Adds the bearer token to every call (nothing without a token source).
+#[derive(Clone, Debug, Default)]
+pub struct Credentials(Option<TokenSource>);
+
+impl Interceptor for Credentials {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(source) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", source.header());
+        }
+        Ok(request)
+    }
+}
+
+type Rpc = LeaseServiceClient<InterceptedService<Channel, Credentials>>;
+
 /// A connection to the lease server for one replica identity. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct LeaseClient {
-    rpc: LeaseServiceClient<Channel>,
+    rpc: Rpc,
     identity: Arc<str>,
     options: ClientOptions,
     /// Work leases this client holds. The server answers a second Acquire by the same identity
     /// with the same grant, so without this two tasks of one replica could both believe they hold
     /// a work lease.
     held: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Set by [`LeaseClient::release_all`]: every holding is released and nothing new is acquired.
+    stopping: Arc<watch::Sender<bool>>,
+    /// Holdings in progress (an Acquire in flight, or a lease kept renewed), so that
+    /// [`LeaseClient::release_all`] knows when every Release was sent.
+    holdings: Arc<watch::Sender<usize>>,
+}
+
+/// A name under a watched prefix that may be free now (see [`LeaseClient::frees`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Freed {
+    /// This lease was released or expired.
+    Name(String),
+    /// The watch (re)connected: any lease under the prefix may have been freed meanwhile.
+    Resynced,
+}
+
+/// Counts one holding in [`LeaseClient::holdings`] while it lives.
+struct HoldingSlot(Arc<watch::Sender<usize>>);
+
+impl Drop for HoldingSlot {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// A definitive answer versus a failure to get one.
@@ -152,20 +336,72 @@ enum AcquireOutcome {
 }
 
 impl LeaseClient {
-    /// A client for `endpoint` (`host:port` or `http://host:port`) that connects on first use and
-    /// reconnects by itself, so a daemon starts even while the lease server is down.
+    /// A plaintext client for `endpoint` (`host:port` or `http://host:port`) of a server in
+    /// insecure mode; see [`LeaseClient::connect_lazy_with`].
     pub fn connect_lazy(
         endpoint: &str,
         identity: impl Into<String>,
         options: ClientOptions,
     ) -> Result<Self, LeaseError> {
+        Self::connect_lazy_with(endpoint, identity, options, &Security::default())
+    }
+
+    /// A client for `endpoint` that connects on first use and reconnects by itself, so a daemon
+    /// starts even while the lease server is down. `https://host:port` verifies the server
+    /// against `security.ca_file` and authenticates with the token in `security.token_file`
+    /// (both required); `http://host:port` or `host:port` is plaintext and sends no token.
+    pub fn connect_lazy_with(
+        endpoint: &str,
+        identity: impl Into<String>,
+        options: ClientOptions,
+        security: &Security,
+    ) -> Result<Self, LeaseError> {
+        let config = |m: String| LeaseError::Config(m);
         let url = if endpoint.contains("://") {
             endpoint.to_owned()
         } else {
             format!("http://{endpoint}")
         };
-        let channel = Endpoint::from_shared(url)
-            .map_err(|e| LeaseError::Unavailable(format!("invalid endpoint {endpoint}: {e}")))?
+        let mut channel = Endpoint::from_shared(url.clone())
+            .map_err(|e| config(format!("invalid endpoint {endpoint}: {e}")))?;
+        let credentials = match channel.uri().scheme_str() {
+            Some("http") => Credentials(None),
+            Some("https") => {
+                let ca_file = security.ca_file.as_ref().ok_or_else(|| {
+                    config(format!(
+                        "endpoint {endpoint} is https: a CA file to verify the server is required"
+                    ))
+                })?;
+                let token_file = security.token_file.as_ref().ok_or_else(|| {
+                    config(format!(
+                        "endpoint {endpoint} is https: a token file to authenticate with is required"
+                    ))
+                })?;
+                let ca = std::fs::read(ca_file)
+                    .map_err(|e| config(format!("CA file {}: {e}", ca_file.display())))?;
+                if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(config(format!(
+                        "CA file {}: no PEM certificate in it",
+                        ca_file.display()
+                    )));
+                }
+                let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+                if let Some(name) = &security.server_name {
+                    tls = tls.domain_name(name.clone());
+                }
+                channel = channel
+                    .tls_config(tls)
+                    .map_err(|e| config(format!("TLS for {endpoint}: {e}")))?;
+                Credentials(Some(TokenSource::new(token_file)?))
+            }
+            other => {
+                return Err(config(format!(
+                    "endpoint {endpoint}: unsupported scheme {}; use http:// or https://",
+                    other.unwrap_or("")
+                )));
+            }
+        };
+        let channel = channel
             .connect_timeout(options.rpc_timeout)
             // Notice a silently dead connection (a partition) well within one TTL.
             .http2_keep_alive_interval(options.renew_every())
@@ -173,11 +409,89 @@ impl LeaseClient {
             .keep_alive_while_idle(true)
             .connect_lazy();
         Ok(Self {
-            rpc: LeaseServiceClient::new(channel),
+            rpc: LeaseServiceClient::with_interceptor(channel, credentials),
             identity: identity.into().into(),
             options,
             held: Arc::default(),
+            stopping: Arc::new(watch::channel(false).0),
+            holdings: Arc::new(watch::channel(0).0),
         })
+    }
+
+    /// Graceful shutdown: releases every lease this client holds (the leader lease and every work
+    /// lease, whoever still holds a handle to them) and acquires nothing afterwards, so standbys
+    /// take over at once instead of one TTL later. Electors then read `Following` and work leases
+    /// report lost. Returns true when every holding ended within `within` (each Release is
+    /// bounded by the call timeout; a lease whose Release got no answer expires by itself).
+    ///
+    /// Call it only once the work these leases protect has stopped.
+    pub async fn release_all(&self, within: Duration) -> bool {
+        self.stopping.send_replace(true);
+        let mut holdings = self.holdings.subscribe();
+        tokio::time::timeout(within, holdings.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    }
+
+    fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Completes once [`LeaseClient::release_all`] was called.
+    async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|stopping| *stopping).await;
+    }
+
+    fn holding_slot(&self) -> HoldingSlot {
+        self.holdings.send_modify(|n| *n += 1);
+        HoldingSlot(self.holdings.clone())
+    }
+
+    /// Reports leases under `prefix` that were released or expired, through one `Watch` stream
+    /// that reconnects by itself (push, no polling): a replica that was refused a work lease
+    /// retries it the moment it is freed. The task ends when the receiver is dropped.
+    pub fn frees(&self, prefix: impl Into<String>) -> tokio::sync::mpsc::UnboundedReceiver<Freed> {
+        use pb::watch_event::Type;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = self.clone();
+        let prefix = prefix.into();
+        tokio::spawn(async move {
+            loop {
+                let mut rpc = client.rpc.clone();
+                let watch = tokio::select! {
+                    _ = tx.closed() => return,
+                    w = rpc.watch(pb::WatchRequest { prefix: prefix.clone() }) => w,
+                };
+                if let Ok(response) = watch {
+                    let mut stream = response.into_inner();
+                    loop {
+                        let event = tokio::select! {
+                            _ = tx.closed() => return,
+                            e = stream.next() => e,
+                        };
+                        let Some(Ok(event)) = event else { break };
+                        let freed = match Type::try_from(event.r#type) {
+                            Ok(Type::Synced) => Some(Freed::Resynced),
+                            Ok(Type::Released | Type::Expired) => {
+                                event.lease.map(|l| Freed::Name(l.name))
+                            }
+                            _ => None,
+                        };
+                        if let Some(freed) = freed
+                            && tx.send(freed).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(client.options.retry_every()) => {}
+                }
+            }
+        });
+        rx
     }
 
     /// This replica's identity.
@@ -348,6 +662,12 @@ impl LeaseClient {
     /// Keeps `h` renewed until it is lost or `stop` completes (then it is released). Returns at
     /// the deadline at the latest when no renewal succeeds.
     async fn hold(&self, h: &mut Holding, stop: impl std::future::Future<Output = ()>) -> HoldEnd {
+        let stop = async {
+            tokio::select! {
+                _ = stop => {}
+                _ = self.stopped() => {}
+            }
+        };
         tokio::pin!(stop);
         let mut next = h.last_sent + self.options.renew_every();
         loop {
@@ -396,6 +716,10 @@ impl LeaseClient {
 
     async fn contend(&self, name: &str, tx: &watch::Sender<Leadership>, wake: &Notify) {
         loop {
+            if self.is_stopping() {
+                return;
+            }
+            let slot = self.holding_slot();
             let wait = match self.acquire(name).await {
                 Ok(AcquireOutcome::Granted(mut h)) => {
                     if Instant::now() < h.deadline {
@@ -404,7 +728,10 @@ impl LeaseClient {
                         let end = self.hold(&mut h, tx.closed()).await;
                         tx.send_replace(Leadership::Following);
                         match end {
-                            HoldEnd::Stopped => return,
+                            HoldEnd::Stopped => {
+                                tracing::info!(name, token = h.token, "released leadership");
+                                return;
+                            }
                             HoldEnd::Lost(reason) => {
                                 tracing::warn!(name, token = h.token, %reason, "lost leadership; following")
                             }
@@ -420,8 +747,10 @@ impl LeaseClient {
                     self.options.retry_every()
                 }
             };
+            drop(slot);
             tokio::select! {
                 _ = tx.closed() => return,
+                _ = self.stopped() => return,
                 _ = wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -457,6 +786,11 @@ impl LeaseClient {
     }
 
     pub(crate) async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        if self.is_stopping() {
+            // Shutting down: leave the object to the other replicas.
+            return Ok(None);
+        }
+        let slot = self.holding_slot();
         if !self.lock_held().insert(name.to_owned()) {
             // Another task of this replica holds it.
             return Ok(None);
@@ -482,12 +816,15 @@ impl LeaseClient {
         let lease = WorkLease::networked(name.into(), h.token, lost_rx);
         let client = self.clone();
         tokio::spawn(async move {
-            // The task ends when the WorkLease (the only receiver) is dropped: it then releases.
+            // The task ends when the WorkLease (the only receiver) is dropped or on release_all:
+            // it then releases.
             if let HoldEnd::Lost(reason) = client.hold(&mut h, lost_tx.closed()).await {
                 tracing::warn!(name = %h.name, token = h.token, %reason, "work lease lost");
-                lost_tx.send_replace(true);
             }
+            // Lost or released: whoever still holds the WorkLease must stop acting.
+            lost_tx.send_replace(true);
             client.lock_held().remove(&h.name);
+            drop(slot);
         });
         Ok(Some(lease))
     }
@@ -500,4 +837,86 @@ impl LeaseClient {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_read_again_when_the_file_changes_and_kept_when_it_vanishes() {
+        let dir = std::env::temp_dir().join(format!("lease-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "first\n").unwrap();
+        let source = TokenSource::new(&path).unwrap().check_every(Duration::ZERO);
+        assert_eq!(source.header().to_str().unwrap(), "Bearer first");
+        assert!(source.header().is_sensitive());
+        // Rotated the way kubelet does it: a new file renamed over the old one.
+        std::fs::write(dir.join("token.new"), "second-longer").unwrap();
+        std::fs::rename(dir.join("token.new"), &path).unwrap();
+        assert_eq!(source.header().to_str().unwrap(), "Bearer second-longer");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(source.header().to_str().unwrap(), "Bearer second-longer");
+        std::fs::write(&path, "third").unwrap();
+        assert_eq!(source.header().to_str().unwrap(), "Bearer third");
+        // Errors name the file, never its content.
+        std::fs::write(&path, "  \n").unwrap();
+        let err = TokenSource::new(&path).unwrap_err().to_string();
+        assert!(err.contains("is empty") && err.contains("token"), "{err}");
+        std::fs::write(&path, "secret\u{7f}value").unwrap();
+        let err = TokenSource::new(&path).unwrap_err().to_string();
+        assert!(!err.contains("secret"), "{err}");
+        let missing = TokenSource::new(dir.join("absent"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("absent"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn https_needs_a_ca_file_and_a_token_file() {
+        let options = ClientOptions::default();
+        let err = |endpoint: &str, security: &Security| {
+            LeaseClient::connect_lazy_with(endpoint, "me", options, security)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("https://lease:9090", &Security::default());
+        assert!(e.contains("a CA file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("lease-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let not_pem = dir.join("ca.txt");
+        std::fs::write(&not_pem, "hello").unwrap();
+        let e = err(
+            "https://lease:9090",
+            &Security {
+                ca_file: Some(dir.join("nope.pem")),
+                token_file: Some(dir.join("token")),
+                server_name: None,
+            },
+        );
+        assert!(e.contains("nope.pem"), "{e}");
+        let e = err(
+            "https://lease:9090",
+            &Security {
+                ca_file: Some(not_pem.clone()),
+                token_file: Some(dir.join("token")),
+                server_name: None,
+            },
+        );
+        assert!(e.contains("no PEM certificate"), "{e}");
+        let e = err(
+            "https://lease:9090",
+            &Security {
+                ca_file: Some(not_pem),
+                token_file: None,
+                server_name: None,
+            },
+        );
+        assert!(e.contains("a token file"), "{e}");
+        let e = err("ftp://lease:9090", &Security::default());
+        assert!(e.contains("unsupported scheme ftp"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

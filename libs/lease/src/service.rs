@@ -10,10 +10,16 @@
 //!                                                                                  overlap or leave a gap)
 //! ```
 //!
-//! Status codes: `INVALID_ARGUMENT` for malformed requests, `NOT_FOUND` for a lease that is not
-//! held, `FAILED_PRECONDITION` for a stale token (the caller lost the lease), `RESOURCE_EXHAUSTED`
-//! when an epoch's tokens run out, `ABORTED` for a watcher that fell behind, `UNAVAILABLE` while
-//! shutting down.
+//! With a [`Guard`] every request is first authenticated and authorized (see [`crate::auth`]);
+//! the authenticated identity becomes the owner of the leases it is granted, so a lease can be
+//! renewed or released only by the identity it was granted to.
+//!
+//! Status codes: `UNAUTHENTICATED` for a missing, forged or expired bearer token,
+//! `PERMISSION_DENIED` for a lease name outside the caller's prefixes or a lease granted to
+//! another identity, `INVALID_ARGUMENT` for malformed requests, `NOT_FOUND` for a lease that is
+//! not held, `FAILED_PRECONDITION` for a stale token (the caller lost the lease),
+//! `RESOURCE_EXHAUSTED` when an epoch's tokens run out, `ABORTED` for a watcher that fell behind,
+//! `UNAVAILABLE` while shutting down or when the caller's token cannot be reviewed.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -23,6 +29,7 @@ use futures::Stream;
 use tokio::sync::{broadcast, mpsc, watch};
 use tonic::{Request, Response, Status};
 
+use crate::auth::{Guard, Scope};
 use crate::pb;
 use crate::state::{Acquired, Event, Grant, LeaseTable, Now, RenewKind, StateError};
 
@@ -108,6 +115,8 @@ struct Shared {
 #[derive(Clone)]
 pub struct LeaseService {
     shared: Arc<Shared>,
+    /// Authentication and authorization; `None` serves every caller (insecure mode).
+    guard: Option<Arc<Guard>>,
 }
 
 impl std::fmt::Debug for LeaseService {
@@ -139,6 +148,26 @@ impl LeaseService {
                 clock,
                 closing,
             }),
+            guard: None,
+        }
+    }
+
+    /// This service with every request authenticated and authorized by `guard`.
+    pub fn with_guard(mut self, guard: Guard) -> Self {
+        self.guard = Some(Arc::new(guard));
+        self
+    }
+
+    /// The owner of what `metadata`'s caller is granted: its authenticated identity, or the empty
+    /// owner without a guard.
+    async fn caller(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        scope: Scope<'_>,
+    ) -> Result<String, Status> {
+        match &self.guard {
+            Some(guard) => guard.check(metadata, scope).await,
+            None => Ok(String::new()),
         }
     }
 
@@ -228,6 +257,10 @@ fn status(err: StateError) -> Status {
             Status::failed_precondition(err.to_string())
         }
         StateError::TokensExhausted(_) => Status::resource_exhausted(err.to_string()),
+        StateError::ForeignOwner { .. } => {
+            metrics::counter!(metric::STALE_TOKENS).increment(1);
+            Status::permission_denied(err.to_string())
+        }
     }
 }
 
@@ -274,9 +307,10 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::AcquireRequest>,
     ) -> Result<Response<pb::AcquireResponse>, Status> {
         observed("Acquire", async move {
-            let req = request.into_inner();
+            let (metadata, _, req) = request.into_parts();
+            let owner = self.caller(&metadata, Scope::Name(&req.name)).await?;
             let answer = self.with_table(|t, now| {
-                match t.acquire(&req.name, &req.holder, ttl(req.ttl_ms), now) {
+                match t.acquire_as(&owner, &req.name, &req.holder, ttl(req.ttl_ms), now) {
                     Ok((a, events)) => {
                         // A new grant publishes an Acquired event; the holder acquiring again does not.
                         let new = events.iter().any(|e| matches!(e, Event::Acquired(_)));
@@ -326,9 +360,11 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::RenewRequest>,
     ) -> Result<Response<pb::RenewResponse>, Status> {
         observed("Renew", async move {
-            let req = request.into_inner();
+            let (metadata, _, req) = request.into_parts();
+            let owner = self.caller(&metadata, Scope::Name(&req.name)).await?;
             let answer = self.with_table(|t, now| {
-                match t.renew(
+                match t.renew_as(
+                    &owner,
                     &req.name,
                     &req.holder,
                     req.token,
@@ -361,13 +397,14 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         observed("Release", async move {
-            let req = request.into_inner();
-            self.with_table(
-                |t, now| match t.release(&req.name, &req.holder, req.token, now) {
+            let (metadata, _, req) = request.into_parts();
+            let owner = self.caller(&metadata, Scope::Name(&req.name)).await?;
+            self.with_table(|t, now| {
+                match t.release_as(&owner, &req.name, &req.holder, req.token, now) {
                     Ok(events) => (Ok(()), events),
                     Err(e) => (Err(e), Vec::new()),
-                },
-            )
+                }
+            })
             .map_err(status)?;
             Ok(Response::new(pb::ReleaseResponse {}))
         })
@@ -379,7 +416,9 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::GetRequest>,
     ) -> Result<Response<pb::GetResponse>, Status> {
         observed("Get", async move {
-            let name = request.into_inner().name;
+            let (metadata, _, req) = request.into_parts();
+            let name = req.name;
+            self.caller(&metadata, Scope::Name(&name)).await?;
             if name.is_empty() {
                 return Err(Status::invalid_argument("name is empty"));
             }
@@ -398,7 +437,9 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
         observed("List", async move {
-            let prefix = request.into_inner().prefix;
+            let (metadata, _, req) = request.into_parts();
+            let prefix = req.prefix;
+            self.caller(&metadata, Scope::Prefix(&prefix)).await?;
             let leases = self.with_table(|t, now| t.list(&prefix, now));
             Ok(Response::new(pb::ListResponse {
                 leases: leases.into_iter().map(Into::into).collect(),
@@ -414,7 +455,9 @@ impl pb::lease_service_server::LeaseService for LeaseService {
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         observed("Watch", async move {
-            let prefix = request.into_inner().prefix;
+            let (metadata, _, req) = request.into_parts();
+            let prefix = req.prefix;
+            self.caller(&metadata, Scope::Prefix(&prefix)).await?;
             // Subscribe and snapshot under the table lock: events are published under it too, so the
             // stream neither misses nor repeats a change.
             let (snapshot, mut events) = self.with_table(|t, now| {

@@ -16,6 +16,11 @@
 //!   caller loads it, see [`Epoch`]), and the counter increases with every grant of this process.
 //!   A restored lease keeps its earlier-epoch token, which is lower than every token of this epoch.
 //! * **At most one holder per name at any instant**, on the server's monotonic clock.
+//! * **A grant belongs to an owner.** With authentication the server passes the caller's
+//!   authenticated identity (`*_as`); a lease is the caller's own only when owner *and* holder
+//!   match, so another identity naming the same holder is refused (its acquisition is answered
+//!   "held by another", its renewal or release [`StateError::ForeignOwner`]) and a restart proof
+//!   binds the owner as well. Without authentication every owner is empty.
 //! * **Restart safety.** For one maximum TTL after start the table grants nothing new (it cannot
 //!   know who still believes it holds a lease); the only leases that come back are those whose
 //!   holder renews with a token from an earlier epoch *and* the proof the earlier process handed
@@ -200,10 +205,19 @@ pub enum StateError {
     /// Every token of this epoch has been used; restart the server to move to the next epoch.
     #[error("the tokens of epoch {0} are exhausted; restart the lease server")]
     TokensExhausted(u64),
+    /// The lease was granted to another authenticated identity: whatever holder name and token
+    /// the caller presents, it may not renew or release it.
+    #[error("lease {name} is held by another authenticated identity")]
+    ForeignOwner {
+        /// Lease name.
+        name: String,
+    },
 }
 
 #[derive(Clone, Debug)]
 struct Entry {
+    /// The authenticated identity that was granted the lease (empty without authentication).
+    owner: String,
     holder: String,
     token: u64,
     ttl: Duration,
@@ -286,10 +300,25 @@ impl LeaseTable {
         events
     }
 
-    /// Acquires `name` for `holder` (see [`Acquired`]). Events: the expiries it processed first and
-    /// the grant, if any.
+    /// Acquires `name` for `holder` without an authenticated owner (a server without
+    /// authentication); see [`LeaseTable::acquire_as`].
     pub fn acquire(
         &mut self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Now,
+    ) -> Result<(Acquired, Vec<Event>), StateError> {
+        self.acquire_as("", name, holder, ttl, now)
+    }
+
+    /// Acquires `name` for `holder`, on behalf of the authenticated identity `owner` (see
+    /// [`Acquired`]). A lease is the caller's own only when both the owner and the holder match:
+    /// a caller naming another identity's holder is answered [`Acquired::HeldByOther`]. Events:
+    /// the expiries it processed first and the grant, if any.
+    pub fn acquire_as(
+        &mut self,
+        owner: &str,
         name: &str,
         holder: &str,
         ttl: Duration,
@@ -298,7 +327,7 @@ impl LeaseTable {
         self.validate(name, holder, Some(ttl))?;
         let mut events = self.expire_due(now);
         if let Some(entry) = self.leases.get_mut(name) {
-            if entry.holder == holder {
+            if entry.holder == holder && entry.owner == owner {
                 // The same identity asking again (typically a retry whose answer was lost): it
                 // keeps its token and gets a fresh expiry, exactly like a renewal.
                 extend(&mut self.expiries, name, entry, ttl, now);
@@ -317,6 +346,7 @@ impl LeaseTable {
         self.counter += 1;
         let token = (self.epoch << COUNTER_BITS) | self.counter;
         let mut entry = Entry {
+            owner: owner.into(),
             holder: holder.into(),
             token,
             ttl,
@@ -330,10 +360,26 @@ impl LeaseTable {
         Ok((Acquired::Granted(held), events))
     }
 
-    /// Renews `name`: extends a current grant, or restores an earlier epoch's grant that comes
-    /// with a valid, unexpired proof.
+    /// Renews `name` without an authenticated owner; see [`LeaseTable::renew_as`].
     pub fn renew(
         &mut self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+        proof: &[u8],
+        now: Now,
+    ) -> Result<(Held, RenewKind, Vec<Event>), StateError> {
+        self.renew_as("", name, holder, token, ttl, proof, now)
+    }
+
+    /// Renews `name` on behalf of `owner`: extends a current grant of that owner, or restores an
+    /// earlier epoch's grant that comes with a valid, unexpired proof (the proof binds the owner
+    /// too, so another identity cannot restore it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn renew_as(
+        &mut self,
+        owner: &str,
         name: &str,
         holder: &str,
         token: u64,
@@ -349,6 +395,9 @@ impl LeaseTable {
             token,
         };
         if let Some(entry) = self.leases.get_mut(name) {
+            if entry.owner != owner {
+                return Err(StateError::ForeignOwner { name: name.into() });
+            }
             if entry.holder != holder || entry.token != token {
                 return Err(stale());
             }
@@ -360,13 +409,14 @@ impl LeaseTable {
             return Err(StateError::NotHeld { name: name.into() });
         }
         // A grant of an earlier process: restore it only if its proof is genuine and unexpired.
-        let Some(expires_unix_ms) = self.verify_proof(name, holder, token, proof) else {
+        let Some(expires_unix_ms) = self.verify_proof(owner, name, holder, token, proof) else {
             return Err(stale());
         };
         if expires_unix_ms <= now.unix_ms {
             return Err(stale());
         }
         let mut entry = Entry {
+            owner: owner.into(),
             holder: holder.into(),
             token,
             ttl,
@@ -380,9 +430,21 @@ impl LeaseTable {
         Ok((held, RenewKind::Restored, events))
     }
 
-    /// Releases `name` if `holder` holds it with `token`.
+    /// Releases `name` without an authenticated owner; see [`LeaseTable::release_as`].
     pub fn release(
         &mut self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        now: Now,
+    ) -> Result<Vec<Event>, StateError> {
+        self.release_as("", name, holder, token, now)
+    }
+
+    /// Releases `name` if `owner` was granted it for `holder` with `token`.
+    pub fn release_as(
+        &mut self,
+        owner: &str,
         name: &str,
         holder: &str,
         token: u64,
@@ -393,6 +455,9 @@ impl LeaseTable {
         let Some(entry) = self.leases.get(name) else {
             return Err(StateError::NotHeld { name: name.into() });
         };
+        if entry.owner != owner {
+            return Err(StateError::ForeignOwner { name: name.into() });
+        }
         if entry.holder != holder || entry.token != token {
             return Err(StateError::StaleToken {
                 name: name.into(),
@@ -448,11 +513,26 @@ impl LeaseTable {
         let entry = &self.leases[name];
         Held {
             grant: grant(name, entry, now),
-            proof: self.proof(name, &entry.holder, entry.token, entry.expires_unix_ms),
+            proof: self.proof(
+                &entry.owner,
+                name,
+                &entry.holder,
+                entry.token,
+                entry.expires_unix_ms,
+            ),
         }
     }
 
-    fn mac(&self, name: &str, holder: &str, token: u64, expires_unix_ms: i64) -> Hmac<Sha256> {
+    /// The MAC of a proof. An owner takes part only when there is one, so the proofs of a server
+    /// without authentication stay exactly what they were before owners existed.
+    fn mac(
+        &self,
+        owner: &str,
+        name: &str,
+        holder: &str,
+        token: u64,
+        expires_unix_ms: i64,
+    ) -> Hmac<Sha256> {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.proof_key).expect("HMAC takes keys of any size");
         for part in [name.as_bytes(), holder.as_bytes()] {
@@ -461,13 +541,24 @@ impl LeaseTable {
         }
         mac.update(&token.to_be_bytes());
         mac.update(&expires_unix_ms.to_be_bytes());
+        if !owner.is_empty() {
+            mac.update(&(owner.len() as u64).to_be_bytes());
+            mac.update(owner.as_bytes());
+        }
         mac
     }
 
-    fn proof(&self, name: &str, holder: &str, token: u64, expires_unix_ms: i64) -> Vec<u8> {
+    fn proof(
+        &self,
+        owner: &str,
+        name: &str,
+        holder: &str,
+        token: u64,
+        expires_unix_ms: i64,
+    ) -> Vec<u8> {
         let mut out = expires_unix_ms.to_be_bytes().to_vec();
         out.extend(
-            self.mac(name, holder, token, expires_unix_ms)
+            self.mac(owner, name, holder, token, expires_unix_ms)
                 .finalize()
                 .into_bytes(),
         );
@@ -475,10 +566,17 @@ impl LeaseTable {
     }
 
     /// The wall-clock expiry a genuine proof vouches for.
-    fn verify_proof(&self, name: &str, holder: &str, token: u64, proof: &[u8]) -> Option<i64> {
+    fn verify_proof(
+        &self,
+        owner: &str,
+        name: &str,
+        holder: &str,
+        token: u64,
+        proof: &[u8],
+    ) -> Option<i64> {
         let (expiry, tag) = proof.split_at_checked(8)?;
         let expires_unix_ms = i64::from_be_bytes(expiry.try_into().ok()?);
-        self.mac(name, holder, token, expires_unix_ms)
+        self.mac(owner, name, holder, token, expires_unix_ms)
             .verify_slice(tag)
             .ok()?;
         Some(expires_unix_ms)
@@ -891,6 +989,114 @@ mod tests {
             StateError::NotHeld {
                 name: "x/leader".into()
             }
+        );
+    }
+
+    #[test]
+    fn a_lease_is_bound_to_the_owner_it_was_granted_to() {
+        let (mut t, now) = table(3, t0());
+        let a = match t
+            .acquire_as("sa:a", "x/leader", "pod-1", TTL, now)
+            .unwrap()
+            .0
+        {
+            Acquired::Granted(h) => h,
+            other => panic!("not granted: {other:?}"),
+        };
+        // Another identity naming the same holder is not the holder.
+        assert!(matches!(
+            t.acquire_as("sa:b", "x/leader", "pod-1", TTL, now)
+                .unwrap()
+                .0,
+            Acquired::HeldByOther { .. }
+        ));
+        let foreign = StateError::ForeignOwner {
+            name: "x/leader".into(),
+        };
+        assert_eq!(
+            t.renew_as(
+                "sa:b",
+                "x/leader",
+                "pod-1",
+                a.grant.token,
+                TTL,
+                &a.proof,
+                now
+            )
+            .unwrap_err(),
+            foreign
+        );
+        assert_eq!(
+            t.release_as("sa:b", "x/leader", "pod-1", a.grant.token, now)
+                .unwrap_err(),
+            foreign
+        );
+        // Without authentication (empty owner) it is foreign too.
+        assert_eq!(
+            t.release("x/leader", "pod-1", a.grant.token, now)
+                .unwrap_err(),
+            foreign
+        );
+        // The owner itself renews and releases as before.
+        let later = now.after(Duration::from_secs(1));
+        t.renew_as(
+            "sa:a",
+            "x/leader",
+            "pod-1",
+            a.grant.token,
+            TTL,
+            &a.proof,
+            later,
+        )
+        .unwrap();
+        t.release_as("sa:a", "x/leader", "pod-1", a.grant.token, later)
+            .unwrap();
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_restart_proof_restores_only_for_its_owner() {
+        let (mut old, now) = table(3, t0());
+        let a = match old
+            .acquire_as("sa:a", "x/leader", "pod-1", TTL, now)
+            .unwrap()
+            .0
+        {
+            Acquired::Granted(h) => h,
+            other => panic!("not granted: {other:?}"),
+        };
+        let restart = now.after(Duration::from_secs(2));
+        let (mut new, _) = table(4, restart);
+        assert!(matches!(
+            new.renew_as(
+                "sa:b",
+                "x/leader",
+                "pod-1",
+                a.grant.token,
+                TTL,
+                &a.proof,
+                restart
+            ),
+            Err(StateError::StaleToken { .. })
+        ));
+        assert!(matches!(
+            new.renew("x/leader", "pod-1", a.grant.token, TTL, &a.proof, restart),
+            Err(StateError::StaleToken { .. })
+        ));
+        let (held, kind, _) = new
+            .renew_as(
+                "sa:a",
+                "x/leader",
+                "pod-1",
+                a.grant.token,
+                TTL,
+                &a.proof,
+                restart,
+            )
+            .unwrap();
+        assert_eq!(
+            (held.grant.token, kind),
+            (a.grant.token, RenewKind::Restored)
         );
     }
 }

@@ -51,9 +51,25 @@ pub enum LogFormat {
 #[derive(Args, Clone, Debug)]
 pub struct LeaseArgs {
     /// gRPC endpoint of the lease server, or `none` for single-replica mode (this replica always
-    /// leads). Only use `none` when exactly one replica runs.
+    /// leads). Only use `none` when exactly one replica runs. `https://host:port` verifies the
+    /// server with `--lease-ca-file` and authenticates with `--lease-token-file`;
+    /// `http://host:port` (or `host:port`) is for a server in insecure mode.
     #[arg(long, env = "LEASE_ENDPOINT", default_value = "none")]
     pub lease_endpoint: String,
+    /// PEM CA file that verifies the lease server's certificate (https endpoints).
+    #[arg(long, env = "LEASE_CA_FILE")]
+    pub lease_ca_file: Option<PathBuf>,
+    /// The name the lease server's certificate must carry; defaults to the endpoint's host.
+    #[arg(long, env = "LEASE_SERVER_NAME")]
+    pub lease_server_name: Option<String>,
+    /// The ServiceAccount token this replica authenticates with (https endpoints), re-read when
+    /// it changes: a projected token whose audience is the lease server's `--token-audience`.
+    #[arg(
+        long,
+        env = "LEASE_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )]
+    pub lease_token_file: PathBuf,
     /// Identity of this replica in leases; defaults to the pod name, else `<hostname>-<pid>`.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -68,6 +84,15 @@ impl LeaseArgs {
     /// True in single-replica mode.
     pub fn is_single_replica(&self) -> bool {
         self.lease_endpoint.eq_ignore_ascii_case("none")
+    }
+
+    /// How the client secures its connection (used for https endpoints only).
+    pub fn security(&self) -> lease::Security {
+        lease::Security {
+            ca_file: self.lease_ca_file.clone(),
+            server_name: self.lease_server_name.clone(),
+            token_file: Some(self.lease_token_file.clone()),
+        }
     }
 
     /// This replica's identity: `--identity`/`POD_NAME`, else `<hostname>-<pid>`.

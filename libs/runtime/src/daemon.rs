@@ -21,6 +21,8 @@ pub struct Daemon {
     /// Fires on SIGTERM/SIGINT.
     pub shutdown: Shutdown,
     admin: AdminServer,
+    /// Lease clients handed out by [`Daemon::leases`]: released when the work stops.
+    lease_clients: std::sync::Mutex<Vec<lease::LeaseClient>>,
 }
 
 impl Daemon {
@@ -64,17 +66,28 @@ impl Daemon {
             metrics,
             shutdown,
             admin,
+            lease_clients: std::sync::Mutex::default(),
         })
     }
 
     /// Leadership (`<component>/leader`) and work leases for this daemon, with the `lease`
-    /// readiness check registered on its `/ready` (see [`crate::leases`]).
+    /// readiness check registered on its `/ready` (see [`crate::leases`]). [`Daemon::run`]
+    /// releases every one of them once the daemon's work has stopped, so a standby takes over
+    /// at once after a graceful shutdown.
     pub async fn leases(
         &self,
         args: &crate::LeaseArgs,
         component: &'static str,
     ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-        crate::leases(args, component, &self.readiness).await
+        let (leader, work, client) =
+            crate::leases_with_client(args, component, &self.readiness).await?;
+        if let Some(client) = client {
+            self.lease_clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(client);
+        }
+        Ok((leader, work))
     }
 
     /// What watches need: the readiness registry and the shutdown signal.
@@ -99,10 +112,15 @@ impl Daemon {
     /// kube-runtime `Controller` whose first list never succeeded (API unreachable) does not stop on
     /// its own; since every step of every daemon is idempotent and re-derived from the cluster on
     /// start, abandoning it after the grace period is safe.
+    ///
+    /// Once `main` has returned (or was abandoned), every lease of this replica is released before
+    /// the process exits, so standbys take over at once rather than one lease TTL later.
     pub async fn run<F>(self, main: F) -> anyhow::Result<()>
     where
         F: Future<Output = anyhow::Result<()>>,
     {
+        let lease_clients =
+            std::mem::take(&mut *self.lease_clients.lock().unwrap_or_else(|e| e.into_inner()));
         let shutdown = self.shutdown.clone();
         let admin = self.admin.serve(self.shutdown.clone());
         let grace = self.shutdown.clone();
@@ -117,6 +135,8 @@ impl Daemon {
                     Ok(())
                 }
             };
+            // The work has stopped: hand the leases back before exiting.
+            release_leases(&lease_clients).await;
             // Whatever ended the main future, stop serving.
             shutdown.trigger();
             result
@@ -126,5 +146,24 @@ impl Daemon {
         main?;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// Releases every lease of `clients` (each bounded by its call timeout) and logs the outcome.
+async fn release_leases(clients: &[lease::LeaseClient]) {
+    for client in clients {
+        let started = std::time::Instant::now();
+        let within = client.options().rpc_timeout;
+        if client.release_all(within).await {
+            tracing::info!(
+                took_ms = started.elapsed().as_millis() as u64,
+                "released every lease of this replica"
+            );
+        } else {
+            tracing::warn!(
+                within = ?within,
+                "some leases were not released in time; they expire by themselves"
+            );
+        }
     }
 }

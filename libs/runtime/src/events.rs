@@ -1,19 +1,93 @@
 //! Events: the recorder every daemon publishes with, and the bound on a note's length.
 
-use kube::runtime::events::{Recorder, Reporter};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Reporter};
 
 /// The longest note a daemon writes (the API server's limit is 1 kB).
 pub const NOTE_MAX: usize = 1024;
 
+/// The longest object name whose Events kube's recorder can name: it names an Event
+/// `<object>.<16 hex digits>`, and an Event's name is a DNS subdomain of at most 253 characters.
+pub const NAME_MAX_FOR_RECORDER: usize = 253 - 17;
+
 /// The Event recorder of `component`, reporting as this replica (`--identity`).
 pub fn recorder(client: &kube::Client, component: &str, lease: &crate::LeaseArgs) -> Recorder {
-    Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: component.into(),
-            instance: Some(lease.identity()),
-        },
-    )
+    let reporter = Reporter {
+        controller: component.into(),
+        instance: Some(lease.identity()),
+    };
+    Recorder {
+        inner: kube::runtime::events::Recorder::new(client.clone(), reporter.clone()),
+        client: client.clone(),
+        reporter,
+    }
+}
+
+/// kube's Event recorder (series of repeated Events), plus Events about objects whose names are
+/// too long for it: an object named at the 253-character limit would get an Event name the API
+/// server refuses, so its Events are created under a shortened generated name instead (each one
+/// a single Event, without series).
+#[derive(Clone)]
+pub struct Recorder {
+    inner: kube::runtime::events::Recorder,
+    client: kube::Client,
+    reporter: Reporter,
+}
+
+impl Recorder {
+    /// Publishes `ev` about `reference` (see the type's documentation).
+    pub async fn publish(
+        &self,
+        ev: &Event,
+        reference: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let name = reference.name.as_deref().unwrap_or_default();
+        if name.len() <= NAME_MAX_FOR_RECORDER {
+            return self.inner.publish(ev, reference).await;
+        }
+        let namespace = reference
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        // A generated name's prefix may end in '-' only (the API server appends the suffix).
+        let mut prefix = truncate(name, 200).trim_end_matches(['.', '-']).to_owned();
+        prefix.push('-');
+        let event = K8sEvent {
+            action: Some(ev.action.clone()),
+            reason: Some(ev.reason.clone()),
+            event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            regarding: Some(reference.clone()),
+            related: ev.secondary.clone(),
+            note: ev.note.as_deref().map(note),
+            metadata: ObjectMeta {
+                namespace: Some(namespace.clone()),
+                generate_name: Some(prefix),
+                ..Default::default()
+            },
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
+            ),
+            type_: Some(
+                match ev.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .into(),
+            ),
+            ..Default::default()
+        };
+        Api::<K8sEvent>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &event)
+            .await
+            .map(|_| ())
+    }
 }
 
 /// `note` cut to at most [`NOTE_MAX`] bytes, on a character boundary.

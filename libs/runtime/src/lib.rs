@@ -100,28 +100,48 @@ pub async fn leases(
     component: &'static str,
     readiness: &Readiness,
 ) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
-    let options = lease::ClientOptions::with_ttl(args.lease_ttl);
-    leases_configured(args, component, readiness, options).await
+    let (leader, work, _client) = leases_with_client(args, component, readiness).await?;
+    Ok((leader, work))
 }
 
-async fn leases_configured(
+/// The name of the gauge that is 1 while this replica of `component` leads, else 0:
+/// `cozy_backups_<component>_leader` (dashes become underscores).
+pub fn leader_metric(component: &str) -> String {
+    format!("cozy_backups_{}_leader", component.replace('-', "_"))
+}
+
+/// [`leases`], also answering the networked client (`None` in single-replica mode) so that the
+/// daemon can release every lease when it shuts down ([`lease::LeaseClient::release_all`]).
+pub(crate) async fn leases_with_client(
     args: &LeaseArgs,
     component: &'static str,
     readiness: &Readiness,
-    options: lease::ClientOptions,
-) -> anyhow::Result<(lease::LeaderElector, lease::WorkLeases)> {
+) -> anyhow::Result<(
+    lease::LeaderElector,
+    lease::WorkLeases,
+    Option<lease::LeaseClient>,
+)> {
+    let options = lease::ClientOptions::with_ttl(args.lease_ttl);
     let check = readiness.register("lease");
     if args.is_single_replica() {
         tracing::info!(component, "single-replica mode: this replica always leads");
         check.set_ready_with("single-replica mode (--lease-endpoint=none)");
-        return Ok((
-            lease::LeaderElector::single_replica(),
-            lease::WorkLeases::single_replica(),
-        ));
+        let leader = export_leadership(component, lease::LeaderElector::single_replica());
+        return Ok((leader, lease::WorkLeases::single_replica(), None));
     }
     let identity = args.identity();
-    let client = lease::LeaseClient::connect_lazy(&args.lease_endpoint, identity.clone(), options)
-        .map_err(|e| anyhow::anyhow!("--lease-endpoint={}: {e}", args.lease_endpoint))?;
+    let client = lease::LeaseClient::connect_lazy_with(
+        &args.lease_endpoint,
+        identity.clone(),
+        options,
+        &args.security(),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "--lease-endpoint={} (--lease-ca-file, --lease-token-file): {e}",
+            args.lease_endpoint
+        )
+    })?;
     let leader = format!("{component}/leader");
     tracing::info!(component, endpoint = %args.lease_endpoint, %identity, lease = %leader, "contending for leadership");
     let mut reach = client.reachability(leader.clone());
@@ -140,5 +160,34 @@ async fn leases_configured(
             }
         }
     });
-    Ok((client.elector(leader), client.work_leases()))
+    let leader = export_leadership(component, client.elector(leader));
+    Ok((leader, client.work_leases(), Some(client)))
+}
+
+/// An elector that follows `inner` and keeps the gauge [`leader_metric`] equal to this replica's
+/// leadership, so operators (and tests) see which replica leads. When every receiver of the
+/// returned elector is dropped, `inner` is dropped too (a networked elector then releases its
+/// lease); when `inner` ends, so does the returned one.
+fn export_leadership(component: &'static str, inner: lease::LeaderElector) -> lease::LeaderElector {
+    let name = leader_metric(component);
+    ::metrics::describe_gauge!(
+        name.clone(),
+        "1 while this replica leads its component (holds <component>/leader), else 0."
+    );
+    let mut rx = inner.subscribe();
+    let (tx, out) = tokio::sync::watch::channel(*rx.borrow_and_update());
+    tokio::spawn(async move {
+        let _inner = inner;
+        loop {
+            let now = *rx.borrow_and_update();
+            ::metrics::gauge!(name.clone()).set(if now.is_leading() { 1.0 } else { 0.0 });
+            tx.send_replace(now);
+            tokio::select! {
+                _ = tx.closed() => break,
+                changed = rx.changed() => if changed.is_err() { break },
+            }
+        }
+        ::metrics::gauge!(name).set(0.0);
+    });
+    lease::LeaderElector::from_receiver(out)
 }

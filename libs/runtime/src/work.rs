@@ -5,19 +5,24 @@
 //!                                                │                  the object (fencing)
 //!                                                └─ None            another replica drives it: requeue
 //!  obj terminal or deleted ─► release(obj)       (the lease is given back at once)
+//!  another replica releases / its lease expires ─► freed::<K>() yields obj ─► reconcile at once
 //! ```
 //!
 //! A lease is kept between reconciles of the same object (re-acquiring for every pass would let
 //! replicas take turns on one job), renewed in the background by the lease client, and dropped
-//! when lost: the next `hold` then tries to acquire it again. Lease names are
+//! when lost: the next `hold` then tries to acquire it again. A replica that was refused a lease
+//! learns the moment it is freed (the lease server pushes releases and expiries), so a standby
+//! takes an object over at once after the holder shut down, without polling. Lease names are
 //! `<component>/<Kind>/<namespace>/<name>`. In single-replica mode every lease is granted with
 //! token 0.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
+use futures::{Stream, StreamExt};
 use kube::Resource;
-use lease::{LeaseError, WorkLease, WorkLeases};
+use kube::runtime::reflector::ObjectRef;
+use lease::{Freed, LeaseError, WorkLease, WorkLeases};
 use tokio::sync::watch;
 
 /// What this replica holds on one object.
@@ -117,6 +122,8 @@ pub struct WorkLeaseKeeper {
     component: &'static str,
     leases: WorkLeases,
     held: Mutex<HashMap<String, WorkLease>>,
+    /// Lease names this replica was refused (another replica held them) since it last tried.
+    refused: Arc<Mutex<HashSet<String>>>,
 }
 
 impl WorkLeaseKeeper {
@@ -126,7 +133,42 @@ impl WorkLeaseKeeper {
             component,
             leases,
             held: Mutex::new(HashMap::new()),
+            refused: Arc::default(),
         }
+    }
+
+    /// Objects of kind `K` whose work lease this replica was refused and that another replica
+    /// has just released (or let expire): feed it to the controller (`reconcile_on`) so the
+    /// object is retried at once instead of at its next requeue. After the lease server's watch
+    /// (re)connects, every refused object is yielded once (a release may have been missed).
+    pub fn freed<K>(&self) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+    where
+        K: Resource<DynamicType = ()> + 'static,
+    {
+        let prefix = format!("{}/{}/", self.component, K::kind(&()));
+        let refused = self.refused.clone();
+        self.leases.frees(&prefix).flat_map(move |freed| {
+            let mut refused = refused.lock().unwrap_or_else(|e| e.into_inner());
+            let names: Vec<String> = match freed {
+                Freed::Name(name) => refused.take(&name).into_iter().collect(),
+                Freed::Resynced => {
+                    let names: Vec<String> = refused
+                        .iter()
+                        .filter(|n| n.starts_with(&prefix))
+                        .cloned()
+                        .collect();
+                    for n in &names {
+                        refused.remove(n);
+                    }
+                    names
+                }
+            };
+            let refs: Vec<ObjectRef<K>> = names
+                .iter()
+                .filter_map(|n| object_ref(&prefix, n))
+                .collect();
+            futures::stream::iter(refs)
+        })
     }
 
     /// The lease name of `obj`: `<component>/<Kind>/<namespace>/<name>`.
@@ -152,8 +194,10 @@ impl WorkLeaseKeeper {
             return Ok(Some(held));
         }
         let Some(lease) = self.leases.try_acquire(&name).await? else {
+            self.lock_refused().insert(name);
             return Ok(None);
         };
+        self.lock_refused().remove(&name);
         let held = Held {
             name: name.clone(),
             token: lease.token(),
@@ -242,6 +286,25 @@ impl WorkLeaseKeeper {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, WorkLease>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn lock_refused(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The object a lease name `<prefix><namespace>/<name>` stands for (an empty namespace is a
+/// cluster-scoped object).
+fn object_ref<K: Resource<DynamicType = ()>>(prefix: &str, lease: &str) -> Option<ObjectRef<K>> {
+    let (namespace, name) = lease.strip_prefix(prefix)?.split_once('/')?;
+    if name.is_empty() {
+        return None;
+    }
+    let object = ObjectRef::new(name);
+    Some(if namespace.is_empty() {
+        object
+    } else {
+        object.within(namespace)
+    })
 }
 
 #[cfg(test)]
@@ -275,5 +338,19 @@ mod tests {
         assert_eq!(keeper.len(), 2, "one lease per object, kept between holds");
         keeper.release(&a);
         assert_eq!(keeper.len(), 1);
+    }
+
+    #[test]
+    fn lease_names_map_back_to_objects() {
+        let p = "backup-runner/ConfigMap/";
+        let r = object_ref::<ConfigMap>(p, "backup-runner/ConfigMap/tenant-a/job-1").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.namespace.as_deref()),
+            ("job-1", Some("tenant-a"))
+        );
+        let cluster = object_ref::<ConfigMap>(p, "backup-runner/ConfigMap//global").unwrap();
+        assert_eq!((cluster.name.as_str(), cluster.namespace), ("global", None));
+        assert!(object_ref::<ConfigMap>(p, "backup-runner/Secret/ns/x").is_none());
+        assert!(object_ref::<ConfigMap>(p, "backup-runner/ConfigMap/ns/").is_none());
     }
 }

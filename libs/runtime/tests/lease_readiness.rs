@@ -68,6 +68,9 @@ async fn lease_readiness_follows_the_lease_server() {
         lease_endpoint: addr.to_string(),
         identity: Some("replica-1".into()),
         lease_ttl: TTL,
+        lease_ca_file: None,
+        lease_server_name: None,
+        lease_token_file: "/nonexistent".into(),
     };
     let readiness = Readiness::default();
     let (elector, work) = runtime::leases(&args, "probe", &readiness).await.unwrap();
@@ -147,6 +150,9 @@ async fn single_replica_mode_is_ready_at_once() {
         lease_endpoint: "none".into(),
         identity: None,
         lease_ttl: runtime::LEASE_TTL,
+        lease_ca_file: None,
+        lease_server_name: None,
+        lease_token_file: "/nonexistent".into(),
     };
     let readiness = Readiness::default();
     let (elector, _) = runtime::leases(&args, "probe", &readiness).await.unwrap();

@@ -22,9 +22,19 @@ use lease::{ClientOptions, Leadership, LeaseClient};
 #[derive(Parser, Debug)]
 #[command(name = "lease-contender", version, about)]
 struct Args {
-    /// Lease server endpoint (`host:port`).
+    /// Lease server endpoint (`host:port`, `http://host:port`, or `https://host:port` with
+    /// `--ca-file` and `--token-file`).
     #[arg(long, env = "LEASE_ENDPOINT")]
     endpoint: String,
+    /// CA that verifies the server (https endpoints).
+    #[arg(long, env = "LEASE_CA_FILE")]
+    ca_file: Option<std::path::PathBuf>,
+    /// Name the server's certificate must carry (default: the endpoint's host).
+    #[arg(long, env = "LEASE_SERVER_NAME")]
+    server_name: Option<String>,
+    /// Bearer token file (https endpoints).
+    #[arg(long, env = "LEASE_TOKEN_FILE")]
+    token_file: Option<std::path::PathBuf>,
     /// This contender's identity.
     #[arg(long, env = "POD_NAME")]
     identity: String,
@@ -53,7 +63,13 @@ async fn main() -> anyhow::Result<()> {
         .open(&args.log)
         .with_context(|| format!("open {}", args.log.display()))?;
     let options = ClientOptions::with_ttl(args.ttl);
-    let client = LeaseClient::connect_lazy(&args.endpoint, &args.identity, options)?;
+    let security = lease::Security {
+        ca_file: args.ca_file.clone(),
+        server_name: args.server_name.clone(),
+        token_file: args.token_file.clone(),
+    };
+    let client =
+        LeaseClient::connect_lazy_with(&args.endpoint, &args.identity, options, &security)?;
     let elector = client.elector(&args.name);
     let mut rx = elector.subscribe();
     let mut last = Leadership::Following;

@@ -46,6 +46,19 @@ pub(super) fn handle(
             admin.clear_audit();
             ok_json(json!({}))
         }
+        ("GET", ["emulator", "v1", "tokens"]) => ok_json(json!(inner.auth.issued())),
+        ("POST", ["emulator", "v1", "clock"]) => {
+            let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            match v["advanceSeconds"].as_i64().filter(|s| *s >= 0) {
+                Some(secs) => {
+                    inner.auth.advance_clock(secs);
+                    ok_json(json!({"advancedSeconds": secs}))
+                }
+                None => error_response(&ApiError::bad_request(
+                    "advanceSeconds: a non-negative integer is required",
+                )),
+            }
+        }
         ("GET", ["emulator", "v1", "faults"]) => ok_json(json!(admin.faults())),
         ("POST", ["emulator", "v1", "faults"]) => match serde_json::from_slice::<Fault>(body) {
             Ok(f) => {

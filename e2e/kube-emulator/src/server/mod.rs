@@ -28,6 +28,8 @@ use axum::response::Response;
 use http::{HeaderMap, header};
 use serde_json::{Value, json};
 
+use crate::auth::Identity;
+use crate::auth::rbac::{self, Attributes};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::shared::Inner;
@@ -53,69 +55,110 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
     };
     let path = parts.uri.path().to_string();
     let q = parse_query(parts.uri.query());
-    let (resp, verb, target) = if path.starts_with("/emulator/") {
-        (
+    let attrs = Attributes::from_request(parts.method.as_str(), &path, &q);
+    let identity = identify(
+        &inner,
+        &parts.headers,
+        &attrs,
+        path.starts_with("/emulator/"),
+    );
+    let user_name = match &identity {
+        Ok(u) => Some(u.name.clone()),
+        Err(refused) => refused.1.as_ref().map(|u| u.name.clone()),
+    };
+    let (resp, verb, target) = match identity {
+        Err(refused) => {
+            let e = &refused.0;
+            let verb = if path.starts_with("/emulator/") {
+                "admin".to_string()
+            } else {
+                attrs.verb.clone()
+            };
+            (error_response(e), verb, None)
+        }
+        Ok(_) if path.starts_with("/emulator/") => (
             admin_api::handle(&inner, &parts.method, &path, &q, &body),
-            "admin",
+            "admin".to_string(),
             None,
-        )
-    } else {
-        let routed = route(&inner.st(), &path);
-        match routed {
-            Route::Resource(t) => {
-                let verb = verb_of(&parts.method, &t, &q);
-                let latency = inner.admin().latency;
-                if !latency.is_zero() {
-                    tokio::time::sleep(latency).await;
-                }
-                let fault = inner
-                    .admin()
-                    .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
-                let plan = fault.map_or_else(
-                    || chaos::plan(&inner, verb, &q, &parts.headers),
-                    |_| crate::chaos::Plan::Pass,
-                );
-                let resp = match fault {
-                    Some(code) if !(verb == "watch" && code == 410) => {
-                        error_response(&crate::admin::fault_error(
-                            code,
+        ),
+        Ok(user) => {
+            let routed = route(&inner.st(), &path);
+            match routed {
+                Route::Resource(t) => {
+                    let verb = verb_of(&parts.method, &t, &q);
+                    let latency = inner.admin().latency;
+                    if !latency.is_zero() {
+                        tokio::time::sleep(latency).await;
+                    }
+                    let fault = inner
+                        .admin()
+                        .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
+                    let plan = fault.map_or_else(
+                        || chaos::plan(&inner, verb, &q, &parts.headers),
+                        |_| crate::chaos::Plan::Pass,
+                    );
+                    let review = || {
+                        crate::auth::reviews::handle(
+                            &inner.auth,
+                            &inner.state,
+                            &user,
                             &t.kind,
-                            t.name.as_deref().unwrap_or_default(),
-                        ))
-                    }
-                    Some(_) => watch::watch_expired_response(&t.kind, "forced by fault injection"),
-                    None if plan.rejects() => chaos::reject(plan, &t.kind.plural).await,
-                    None => {
-                        let r = verbs::resource_request(
-                            &inner,
-                            &parts.method,
-                            &parts.headers,
-                            &q,
-                            &body,
-                            &t,
+                            t.ns.as_deref(),
+                            t.name.as_deref(),
+                            t.sub.as_deref(),
                             verb,
-                        );
-                        if !matches!(verb, "get" | "list" | "watch") {
-                            inner.changed.notify_one();
+                            || request::parse_body(&parts.headers, &body),
+                        )
+                    };
+                    let resp = match fault {
+                        Some(code) if !(verb == "watch" && code == 410) => {
+                            error_response(&crate::admin::fault_error(
+                                code,
+                                &t.kind,
+                                t.name.as_deref().unwrap_or_default(),
+                            ))
                         }
-                        chaos::finish(plan, r).await
-                    }
-                };
-                (resp, verb, Some(t))
-            }
-            other => {
-                let verb = match other {
-                    Route::NotFound => route::unserved_verb(&parts.method, &path, &q),
-                    _ => None,
-                };
-                (
-                    meta_request(&inner, &parts.headers, other),
-                    verb.unwrap_or("get"),
-                    None,
-                )
+                        Some(_) => {
+                            watch::watch_expired_response(&t.kind, "forced by fault injection")
+                        }
+                        None if plan.rejects() => chaos::reject(plan, &t.kind.plural).await,
+                        None => match review() {
+                            Some(Ok((code, v))) => json_response(code, &v),
+                            Some(Err(e)) => error_response(&e),
+                            None => {
+                                let r = verbs::resource_request(
+                                    &inner,
+                                    &parts.method,
+                                    &parts.headers,
+                                    &q,
+                                    &body,
+                                    &t,
+                                    verb,
+                                );
+                                if !matches!(verb, "get" | "list" | "watch") {
+                                    inner.changed.notify_one();
+                                }
+                                chaos::finish(plan, r).await
+                            }
+                        },
+                    };
+                    (resp, verb.to_string(), Some(t))
+                }
+                other => {
+                    let verb = match other {
+                        Route::NotFound => route::unserved_verb(&parts.method, &path, &q),
+                        _ => None,
+                    };
+                    (
+                        meta_request(&inner, &parts.headers, other),
+                        verb.unwrap_or("get").to_string(),
+                        None,
+                    )
+                }
             }
         }
     };
+    let verb = verb.as_str();
     let held = verb != "admin"
         && !matches!(verb, "get" | "list" | "watch")
         && resp.status().is_success()
@@ -135,18 +178,23 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
     // Subscribed before the audit entry is visible, so a release right after cannot be missed.
     let mut release = inner.release_holds.subscribe();
     if verb != "admin" {
+        // A request refused before routing is described by its request attributes.
+        let refused = target.is_none() && matches!(resp.status().as_u16(), 401 | 403);
+        let from_attrs =
+            |v: &str| (refused && attrs.resource_request && !v.is_empty()).then(|| v.to_string());
         inner.admin().record(json!({
             "time": crate::json::now(), "method": parts.method.as_str(), "path": path,
             "query": parts.uri.query().unwrap_or_default(), "verb": verb,
-            "resource": target.as_ref().map(|t| t.kind.plural.clone()),
-            "namespace": target.as_ref().and_then(|t| t.ns.clone()),
-            "name": target.as_ref().and_then(|t| t.name.clone()),
-            "subresource": target.as_ref().and_then(|t| t.sub.clone()),
+            "resource": target.as_ref().map(|t| t.kind.plural.clone()).or_else(|| from_attrs(&attrs.resource)),
+            "namespace": target.as_ref().and_then(|t| t.ns.clone()).or_else(|| from_attrs(&attrs.namespace)),
+            "name": target.as_ref().and_then(|t| t.name.clone()).or_else(|| from_attrs(&attrs.name)),
+            "subresource": target.as_ref().and_then(|t| t.sub.clone()).or_else(|| from_attrs(&attrs.subresource)),
             "userAgent": parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
             "contentType": parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
             "code": resp.status().as_u16(),
             "durationMs": started.elapsed().as_millis() as u64,
             "held": held,
+            "user": user_name,
         }));
     }
     if held {
@@ -157,6 +205,56 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
         }
     }
     resp
+}
+
+/// Authenticates and authorises a request. The error carries the answer (401 or 403) and, for a 403,
+/// who was refused.
+fn identify(
+    inner: &Inner,
+    headers: &HeaderMap,
+    attrs: &Attributes,
+    admin_api: bool,
+) -> Result<Identity, Box<(ApiError, Option<Identity>)>> {
+    if !inner.auth.enabled {
+        return Ok(Identity::admin());
+    }
+    let st = inner.st();
+    let caller = match crate::auth::bearer(headers) {
+        None => Identity::anonymous(),
+        Some(Err(())) => return Err(Box::new((rbac::unauthorized(), None))),
+        Some(Ok(token)) => match inner.auth.authenticate_token(&st, token) {
+            Ok((id, audiences)) if audiences.iter().any(|a| a == crate::auth::API_AUDIENCE) => id,
+            _ => return Err(Box::new((rbac::unauthorized(), None))),
+        },
+    };
+    let user = if caller.is_anonymous() {
+        caller
+    } else {
+        rbac::impersonate(&st, &caller, headers).map_err(|e| Box::new((e, Some(caller.clone()))))?
+    };
+    if admin_api {
+        // The emulator's own admin API is for the admin only.
+        if user.is_master() {
+            return Ok(user);
+        }
+        if user.is_anonymous() {
+            return Err(Box::new((rbac::unauthorized(), Some(user))));
+        }
+        let e = rbac::forbidden(&user, attrs, "");
+        return Err(Box::new((e, Some(user))));
+    }
+    let d = rbac::authorize(&st, &user, attrs);
+    if d.allowed {
+        Ok(user)
+    } else if user.is_anonymous() {
+        // Anonymous requests are accepted for the public-info paths only.
+        Err(Box::new((rbac::unauthorized(), Some(user))))
+    } else {
+        Err(Box::new((
+            rbac::forbidden(&user, attrs, &d.reason),
+            Some(user),
+        )))
+    }
 }
 
 fn raw_response(content_type: &str, body: Body) -> Response {
