@@ -13,8 +13,10 @@
 //!      │                                how long a takeover took, were there ever two leaders
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
+//!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
+//!  faults: the fixed chaos schedule, request-rate bound, survival checks
 //!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
 //!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders),
 //!            bad_input (a table row's wait for its named end; the daemon-survived check)
@@ -30,6 +32,7 @@ mod daemon;
 pub mod dataplane;
 mod emulator;
 pub mod failover;
+pub mod faults;
 pub mod fixtures;
 mod http;
 mod kubectl;
@@ -45,7 +48,7 @@ pub use audit::{Audit, Request};
 pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
-pub use kube_emulator::{Fault, Hold};
+pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};
 pub use lease::{LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
@@ -75,6 +78,9 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The operation needs another emulator mode.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// No daemon of that name.
     #[error("no daemon named {0}")]
     UnknownDaemon(String),
