@@ -211,6 +211,6 @@ async fn odd_definitions_roll_once_and_name_unservable_schemas() {
         assert_eq!(log.matches(fragment).count(), 1, "{}", c.what);
     }
 
-    harness::bad_input::assert_unharmed(h.daemon(BIN).unwrap());
+    h.daemon(BIN).unwrap().assert_unharmed();
     h.cleanup().await.unwrap();
 }

@@ -151,7 +151,7 @@ async fn run(chaos: bool) -> Outcome {
         (Some(annotation.clone()), generation),
         "nothing rolled after the last edit"
     );
-    faults::assert_survived(h.daemon(BIN).unwrap());
+    h.daemon(BIN).unwrap().assert_unharmed();
     let counts = h.chaos_counts().unwrap();
     h.cleanup().await.unwrap();
     Outcome {

@@ -630,7 +630,7 @@ async fn malformed_objects_end_in_named_reasons_and_spare_other_tenants() {
         .unwrap();
     assert!(foreign.status.is_none(), "{:?}", foreign.status);
 
-    harness::bad_input::assert_unharmed(p.h.daemon("backup-runner").unwrap());
+    p.h.daemon("backup-runner").unwrap().assert_unharmed();
     harness::rbac::assert_allowed(&p.h.audit(), "backup-runner");
     p.h.cleanup().await.unwrap();
 }

@@ -150,7 +150,7 @@ async fn run(chaos: bool) -> Outcome {
     tokio::time::sleep(QUIET).await;
     let stats = RunStats::measure(&Audit::parse(&p.h.audit_log()), RUNNER, started.elapsed());
     assert_eq!(end_state(&p).await, state, "the terminal state held");
-    faults::assert_survived(p.h.daemon(RUNNER).unwrap());
+    p.h.daemon(RUNNER).unwrap().assert_unharmed();
     let counts = p.h.chaos_counts().unwrap();
     p.h.cleanup().await.unwrap();
     Outcome {

@@ -252,7 +252,7 @@ async fn broken_source_secrets_end_in_named_reasons_and_spare_other_tenants() {
         "a copy owned by someone else is never written"
     );
 
-    harness::bad_input::assert_unharmed(h.daemon(NAME).unwrap());
+    h.daemon(NAME).unwrap().assert_unharmed();
     assert_no_leak(&mut h, &[AK, SK]).await;
     h.cleanup().await.unwrap();
 }

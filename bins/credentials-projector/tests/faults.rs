@@ -100,7 +100,7 @@ async fn run(chaos: bool) -> Outcome {
     tokio::time::sleep(QUIET).await;
     let stats = RunStats::measure(&Audit::parse(&h.audit_log()), NAME, started.elapsed());
     assert_eq!(end_state(&h).await, state, "the settled state held");
-    faults::assert_survived(h.daemon(NAME).unwrap());
+    h.daemon(NAME).unwrap().assert_unharmed();
     assert_no_leak(&mut h, &[AK, SK]).await;
     let counts = h.chaos_counts().unwrap();
     h.cleanup().await.unwrap();

@@ -517,6 +517,8 @@ async fn malformed_restores_end_in_named_reasons_and_spare_other_tenants() {
         "{good_events:?}"
     );
 
-    harness::bad_input::assert_unharmed(p.h.daemon("restore-orchestrator").unwrap());
+    p.h.daemon("restore-orchestrator")
+        .unwrap()
+        .assert_unharmed();
     p.finish(&[TENANT, GOOD]).await;
 }

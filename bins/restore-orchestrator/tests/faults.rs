@@ -125,7 +125,7 @@ async fn run(chaos: bool) -> Outcome {
         started.elapsed(),
     );
     assert_eq!(end_state(&p).await, state, "the terminal state held");
-    faults::assert_survived(p.h.daemon(ORCHESTRATOR).unwrap());
+    p.h.daemon(ORCHESTRATOR).unwrap().assert_unharmed();
     let counts = p.h.chaos_counts().unwrap();
     p.h.cleanup().await.unwrap();
     Outcome {

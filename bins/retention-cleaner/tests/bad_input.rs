@@ -517,7 +517,7 @@ async fn malformed_policies_and_objects_end_in_named_events_and_spare_other_tena
         );
     }
 
-    harness::bad_input::assert_unharmed(h.daemon(COMPONENT).unwrap());
+    h.daemon(COMPONENT).unwrap().assert_unharmed();
     assert_rbac(&h);
     h.cleanup().await.unwrap();
 }

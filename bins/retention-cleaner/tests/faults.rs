@@ -101,7 +101,7 @@ async fn run(chaos: bool) -> Outcome {
         .await;
     }
     let state = end_state(&h, &names).await;
-    faults::assert_survived(h.daemon(COMPONENT).unwrap());
+    h.daemon(COMPONENT).unwrap().assert_unharmed();
     assert_rbac(&h);
     let counts = h.chaos_counts().unwrap();
     h.cleanup().await.unwrap();

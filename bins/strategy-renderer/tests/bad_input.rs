@@ -308,6 +308,6 @@ async fn broken_configurations_end_in_named_events_and_keep_the_last_good_render
         "the admin's class is never touched"
     );
 
-    harness::bad_input::assert_unharmed(h.daemon(RENDERER).unwrap());
+    h.daemon(RENDERER).unwrap().assert_unharmed();
     h.cleanup().await.unwrap();
 }

@@ -202,7 +202,7 @@ async fn run(chaos: bool) -> Outcome {
     tokio::time::sleep(QUIET).await;
     let stats = RunStats::measure(&Audit::parse(&h.audit_log()), RENDERER, started.elapsed());
     assert_eq!(end_state(&client).await, state, "the settled state held");
-    faults::assert_survived(h.daemon(RENDERER).unwrap());
+    h.daemon(RENDERER).unwrap().assert_unharmed();
     let counts = h.chaos_counts().unwrap();
     h.cleanup().await.unwrap();
     Outcome {

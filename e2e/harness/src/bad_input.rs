@@ -5,8 +5,6 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use crate::Daemon;
-
 /// How often a row is checked again.
 const INTERVAL: Duration = Duration::from_millis(100);
 
@@ -27,13 +25,4 @@ where
             Err(_) => tokio::time::sleep(INTERVAL).await,
         }
     }
-}
-
-/// The daemon is still running, was started once (no crash loop) and never logged `panicked`.
-pub fn assert_unharmed(daemon: &mut Daemon) {
-    let name = daemon.spec.name.clone();
-    assert!(daemon.is_running(), "{name} exited:\n{}", daemon.log());
-    assert_eq!(daemon.starts, 1, "{name} was restarted");
-    let log = daemon.log();
-    assert!(!log.contains("panicked"), "{name} panicked:\n{log}");
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::{Audit, Chaos, Daemon, Mix};
+use crate::{Audit, Chaos, Mix};
 
 /// The seed every daemon's fault test uses.
 pub const SEED: u64 = 20_251_202;
@@ -90,15 +90,6 @@ pub fn assert_no_spin(daemon: &str, calm: RunStats, chaos: RunStats) {
         chaos.rate() <= rate_bound && chaos.peak <= peak_bound,
         "{daemon} spins under faults: {chaos}, bound {rate_bound:.1}/s and peak {peak_bound}/s (calm run: {calm})"
     );
-}
-
-/// Asserts that the daemon is still running, was started exactly once and never panicked.
-pub fn assert_survived(daemon: &mut Daemon) {
-    let name = daemon.spec.name.clone();
-    assert!(daemon.is_running(), "{name} exited");
-    assert_eq!(daemon.starts, 1, "{name} was restarted");
-    let log = daemon.log();
-    assert!(!log.contains("panicked"), "{name} panicked:\n{log}");
 }
 
 /// Asserts that each `/ready` report taken during an API server outage names it.
