@@ -1,6 +1,6 @@
 //! What the bad-input tests share: waiting for each row of a table of malformed objects to reach
-//! its named end (a panic names the row, what was expected and what is there instead), and the
-//! closing check that the daemon survived all of it.
+//! its named end (a panic names the row, what was expected and what is there instead). The
+//! closing check that the daemon survived all of it is `Daemon::assert_unharmed`.
 
 use std::fmt::Display;
 use std::time::Duration;
