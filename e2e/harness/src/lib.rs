@@ -45,7 +45,7 @@ pub use daemon::{AddressReport, Daemon, DaemonSpec};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 pub use kube_emulator::{Fault, Hold};
-pub use lease::{LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
+pub use lease::{ComponentLease, LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.
