@@ -8,6 +8,8 @@
 #      skipped without root or buildah unless IMAGES_REQUIRED=1)
 #   5. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
 #      ending with nextest's summary line.
+#   6. the unused-rule report: every RBAC grant in deploy/*/rbac.yaml was needed by a request its
+#      daemon made in the end-to-end tests, or says why it stays (docs/security.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,4 +51,10 @@ step "doc tests"
 cargo test --workspace --doc --locked --quiet
 
 step "unit, integration and end-to-end tests"
+# Each harness records its daemons' requests here (target/rbac-usage/<component>/); start empty so
+# that the report below sees this run only.
+rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
 cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"
+
+step "RBAC: unused-rule report over this run's requests"
+cargo run --quiet --locked -p harness --bin rbac-usage -- --strict

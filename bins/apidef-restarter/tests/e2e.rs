@@ -15,6 +15,8 @@ use tokio::time::Instant;
 
 const BIN: &str = "apidef-restarter";
 const DEPLOYMENT: &str = "cozystack-api";
+/// The namespace `deploy/apidef-restarter/rbac.yaml` grants the daemon its Deployment in.
+const NAMESPACE: &str = "cozy-system";
 const KEY: &str = "cozystack.io/config-hash";
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -25,11 +27,12 @@ struct Env {
 }
 
 impl Env {
-    /// An emulator, a temporary namespace standing in for `cozy-system`, three definitions and
-    /// optionally the Deployment (without the annotation).
+    /// An emulator, the `cozy-system` namespace (where the daemon's Role lets it patch the
+    /// Deployment), three definitions and optionally the Deployment (without the annotation).
     async fn start(with_deployment: bool) -> Env {
-        let mut h = Harness::start().await.expect("harness");
-        let ns = h.temp_namespace("apidef").await.expect("namespace");
+        let h = Harness::start().await.expect("harness");
+        h.create_namespaces(&[NAMESPACE]).await.expect("namespace");
+        let ns = NAMESPACE.to_owned();
         let client = h.client();
         let env = Env { h, ns, client };
         for (name, kind) in [

@@ -66,9 +66,14 @@ async fn rolled(h: &Harness, ns: &str, schema: &str) {
     .await;
 }
 
+/// The lease server's namespace (deploy/lease-server/rbac.yaml), created with its ServiceAccount.
+const LEASE_NAMESPACE: &str = "cozy-backup-controller";
+
 async fn plane() -> (Harness, Failover, String) {
     let mut h = Harness::start().await.unwrap();
-    let ns = h.temp_namespace("apidef").await.unwrap();
+    // The namespace deploy/apidef-restarter/rbac.yaml grants the daemon its Deployment in.
+    let ns = "cozy-system".to_owned();
+    h.create_namespaces(&[&ns]).await.unwrap();
     definitions(&h)
         .create(&PostParams::default(), &definition("{}"))
         .await
@@ -85,7 +90,8 @@ async fn plane() -> (Harness, Failover, String) {
         .await
         .unwrap();
     let bin = harness::locate_binary(COMPONENT).unwrap();
-    let f = Failover::start(&mut h, COMPONENT, &ns, 2, TTL, |name| {
+    // The lease server keeps its epoch where its own Role lets it: its namespace.
+    let f = Failover::start(&mut h, COMPONENT, LEASE_NAMESPACE, 2, TTL, |name| {
         DaemonSpec::new(name, bin.clone()).args(["--namespace", &ns, "--debounce", "200ms"])
     })
     .await

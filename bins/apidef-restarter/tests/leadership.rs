@@ -47,8 +47,12 @@ fn patches(h: &Harness, ns: &str) -> usize {
 async fn only_the_leader_patches() {
     let metrics = runtime::metrics::Metrics::install();
     let mut h = Harness::start().await.unwrap();
-    let ns = h.temp_namespace("leader").await.unwrap();
+    // The namespace deploy/apidef-restarter/rbac.yaml grants the daemon its Deployment in.
+    let ns = "cozy-system".to_owned();
+    h.create_namespaces(&[&ns]).await.unwrap();
     let client = h.client();
+    // The loop runs as the daemon's ServiceAccount, the test's own setup as the admin.
+    let daemon_client = h.component_client("apidef-restarter").unwrap();
     let defs: Api<DynamicObject> = Api::all_with(client.clone(), &appdef::api_resource());
     let def = |schema: &str| -> DynamicObject {
         serde_json::from_value(json!({
@@ -105,7 +109,7 @@ async fn only_the_leader_patches() {
         shutdown: shutdown.clone(),
     };
     let task = tokio::spawn(restarter_loop(
-        &client,
+        &daemon_client,
         config,
         LeaderElector::from_receiver(rx),
         &ctx,

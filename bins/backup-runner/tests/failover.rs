@@ -61,7 +61,8 @@ fn fences(h: &Harness) -> usize {
 async fn plane() -> (Harness, Failover, String, u64) {
     let mut h = Harness::start().await.unwrap();
     h.create_namespaces(&[NS]).await.unwrap();
-    let f = Failover::start(&mut h, COMPONENT, NS, 2, TTL, runner)
+    // The lease server keeps its epoch where its Role lets it: its own namespace.
+    let f = Failover::start(&mut h, COMPONENT, "cozy-backup-controller", 2, TTL, runner)
         .await
         .unwrap();
     // Once a replica leads, the server's quiet period is over and work leases are granted.

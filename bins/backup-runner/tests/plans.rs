@@ -264,9 +264,10 @@ async fn a_slot_fires_once_across_a_leader_kill_and_a_second_replica() {
                 "lease-server",
                 harness::locate_binary("lease-server").unwrap(),
             )
-            .args(["--namespace", NS, "--max-ttl", "2s"]),
+            // Its epoch in its own namespace, where its Role allows it.
+            .args(["--namespace", "cozy-backup-controller", "--max-ttl", "2s"]),
             "backup-runner",
-            NS,
+            "cozy-backup-controller",
             READY,
         )
         .await

@@ -64,7 +64,8 @@ async fn plane() -> Plane {
     let src = h.temp_namespace("src").await.unwrap();
     let velero = h.temp_namespace("velero").await.unwrap();
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_credentials-projector"));
-    let f = Failover::start(&mut h, NAME, &src, 2, TTL, |name| {
+    // The lease server keeps its epoch where its Role lets it: its own namespace.
+    let f = Failover::start(&mut h, NAME, "cozy-backup-controller", 2, TTL, |name| {
         DaemonSpec::new(name, bin.clone())
             .env("BACKUP_STORAGE_SECRET_NAMESPACE", &src)
             .env("BACKUP_STORAGE_SECRET_NAME", SOURCE)

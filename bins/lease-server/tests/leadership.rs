@@ -129,7 +129,9 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
     let mut h = Harness::start_with(harness::EmulatorMode::InProcess, None)
         .await
         .unwrap();
-    let ns = h.temp_namespace("lease").await.unwrap();
+    // The server's own namespace, where its Role lets it keep the epoch ConfigMap (created with
+    // its ServiceAccount when it is spawned).
+    let ns = "cozy-backup-controller".to_owned();
     let dir = h.work_dir().to_path_buf();
     let mut server = DaemonSpec::new(
         "lease-server",

@@ -487,14 +487,15 @@ async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
         // token reviewed by TokenReview, authorized for `restore-orchestrator/`.
         let lease = h
             .spawn_component_lease_server(
+                // Its epoch in its own namespace, where its Role allows it.
                 DaemonSpec::new("lease-server", bin("lease-server")).args([
                     "--namespace",
-                    "default",
+                    "cozy-backup-controller",
                     "--max-ttl",
                     "3s",
                 ]),
                 "restore-orchestrator",
-                "default",
+                "cozy-backup-controller",
                 READY,
             )
             .await

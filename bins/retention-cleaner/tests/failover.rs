@@ -44,7 +44,8 @@ async fn swept(h: &Harness, name: &str) {
 
 async fn plane() -> (Harness, Failover) {
     let mut h = start(leftover_crds()).await;
-    let f = Failover::start(&mut h, COMPONENT, "default", 2, TTL, cleaner)
+    // The lease server keeps its epoch where its Role lets it: its own namespace.
+    let f = Failover::start(&mut h, COMPONENT, "cozy-backup-controller", 2, TTL, cleaner)
         .await
         .unwrap();
     swept(&h, "failed-first").await;

@@ -14,7 +14,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::contract::{event_reasons as reasons, labels};
-use api::thirdparty::{cnpg, fdb, permissive_crd};
+use api::thirdparty::{cnpg, etcd, fdb, mariadb, percona, permissive_crd, velero};
 use chrono::{Duration, Utc};
 use harness::{Audit, eventually, until};
 use kube::api::{Api, DynamicObject};
@@ -91,6 +91,55 @@ async fn failed_backup_jobs_past_the_ttl_go_with_their_leftovers() {
     failed_job(&h, &fresh, Some("nightly"), hour_ago, "timeout").await;
     create_dynamic::<cnpg::Backup>(&h, cnpg_leftover("expired-leftover", &expired)).await;
     create_dynamic::<cnpg::Backup>(&h, cnpg_leftover("fresh-leftover", &fresh)).await;
+    // A leftover of every other driver's kind, and a Velero Backup (in Velero's namespace).
+    let owned = json!({labels::OWNED_BY_JOB_NAME: expired, labels::OWNED_BY_JOB_NAMESPACE: NS});
+    let others = [
+        (
+            ApiResource::erase::<mariadb::Backup>(&()),
+            json!({"mariaDbRef": {"name": "db"}}),
+        ),
+        (
+            ApiResource::erase::<etcd::EtcdSnapshot>(&()),
+            json!({"cluster": "etcd"}),
+        ),
+        (
+            ApiResource::erase::<percona::PerconaServerMongoDBBackup>(&()),
+            json!({"clusterName": "mongo"}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&()),
+            json!({"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "backup", "image": "backup"}]}}}),
+        ),
+    ];
+    for (ar, spec) in &others {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": ar.api_version, "kind": ar.kind,
+            "metadata": {"name": "expired-leftover", "labels": owned}, "spec": spec,
+        }))
+        .unwrap();
+        Api::<DynamicObject>::namespaced_with(h.client(), NS, ar)
+            .create(&Default::default(), &obj)
+            .await
+            .expect("create a leftover");
+    }
+    h.create_namespaces(&[api::contract::names::VELERO_NAMESPACE])
+        .await
+        .unwrap();
+    let velero_backups = Api::<DynamicObject>::namespaced_with(
+        h.client(),
+        api::contract::names::VELERO_NAMESPACE,
+        &ApiResource::erase::<velero::Backup>(&()),
+    );
+    let vb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "Backup",
+        "metadata": {"name": "expired-vm", "labels": owned}, "spec": {},
+    }))
+    .unwrap();
+    velero_backups
+        .create(&Default::default(), &vb)
+        .await
+        .unwrap();
 
     spawn_cleaner(&mut h, &[]).await;
 
@@ -102,6 +151,21 @@ async fn failed_backup_jobs_past_the_ttl_go_with_their_leftovers() {
         cnpg_backups(&h).await,
         BTreeSet::from(["fresh-leftover".to_owned()])
     );
+    for (ar, _) in &others {
+        let api = Api::<DynamicObject>::namespaced_with(h.client(), NS, ar);
+        assert!(
+            api.get_opt("expired-leftover").await.unwrap().is_none(),
+            "the {} leftover is deleted",
+            ar.kind
+        );
+    }
+    let requests = Api::<DynamicObject>::namespaced_with(
+        h.client(),
+        api::contract::names::VELERO_NAMESPACE,
+        &ApiResource::erase::<velero::DeleteBackupRequest>(&()),
+    );
+    let request = requests.get("expired-vm-cleanup").await.unwrap();
+    assert_eq!(request.data["spec"]["backupName"], "expired-vm");
 
     let on_plan = wait_event(&h, "nightly", reasons::FAILED_BACKUP_EXPIRED, |_| true).await;
     assert_eq!(on_plan.type_.as_deref(), Some("Normal"));
@@ -620,9 +684,10 @@ async fn only_the_leader_sweeps_and_the_other_replica_takes_over() {
                 "lease-server",
                 harness::locate_binary("lease-server").unwrap(),
             )
-            .args(["--namespace", "default", "--max-ttl", "3s"]),
+            // Its own namespace, where its Role lets it keep the epoch ConfigMap.
+            .args(["--namespace", "cozy-backup-controller", "--max-ttl", "3s"]),
             COMPONENT,
-            "default",
+            "cozy-backup-controller",
             READY,
         )
         .await

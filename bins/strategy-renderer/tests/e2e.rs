@@ -619,6 +619,7 @@ async fn a_killed_renderer_converges_without_writes() {
     let log = env.h.daemon(RENDERER).unwrap().log();
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
     harness::leak::assert_no_leaks(&[("renderer log", &log)], &values);
+    env.h.assert_no_secret_leaks(&values, &[]);
     env.h.cleanup().await.unwrap();
 }
 

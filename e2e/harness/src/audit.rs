@@ -26,10 +26,14 @@ pub struct Request {
     pub query: String,
     /// When it arrived (RFC 3339, whole seconds).
     pub time: String,
+    /// The authenticated user (`system:serviceaccount:<ns>:<name>`, the admin's name,
+    /// `system:anonymous`), empty when the credentials were refused.
+    pub user: String,
 }
 
 impl Request {
-    fn parse(line: &str) -> Option<Self> {
+    /// Parses one line of the emulator's JSONL audit log.
+    pub fn parse(line: &str) -> Option<Self> {
         let v: Value = serde_json::from_str(line).ok()?;
         let s = |k: &str| v[k].as_str().map(str::to_owned);
         let path = s("path").unwrap_or_default();
@@ -46,6 +50,7 @@ impl Request {
             user_agent: s("userAgent").unwrap_or_default(),
             query: s("query").unwrap_or_default(),
             time: s("time").unwrap_or_default(),
+            user: s("user").unwrap_or_default(),
         })
     }
 
@@ -62,10 +67,59 @@ impl Request {
         (200..300).contains(&self.code)
     }
 
+    /// The object name the authorizer saw: the path's, or for a list or watch the one a
+    /// `metadata.name=<name>` field selector names (as kube-apiserver's RequestInfo does).
+    pub fn authorized_name(&self) -> Option<String> {
+        if self.name.is_some() {
+            return self.name.clone();
+        }
+        if !matches!(self.verb.as_str(), "list" | "watch") {
+            return None;
+        }
+        let selector = self.query.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            (k == "fieldSelector").then(|| percent_decode(v))
+        })?;
+        let parts: Vec<&str> = selector.split(',').collect();
+        match parts.as_slice() {
+            [one] => one
+                .strip_prefix("metadata.name==")
+                .or_else(|| one.strip_prefix("metadata.name="))
+                .map(str::to_owned),
+            _ => None,
+        }
+    }
+
     /// True when it is a dry run.
     pub fn is_dry_run(&self) -> bool {
         self.query.contains("dryRun=")
     }
+}
+
+/// Decodes `%XX` escapes and `+` (a query value).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `(group, plural)` from an API path: `/apis/<group>/<version>/[namespaces/<ns>/]<plural>/…` or

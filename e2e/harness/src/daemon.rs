@@ -26,6 +26,22 @@ pub struct DaemonSpec {
     pub ready_path: String,
     /// How the process reports where it listens.
     pub address: AddressReport,
+    /// Whom it authenticates as (see [`Identity`]).
+    pub identity: Identity,
+}
+
+/// Whom a spawned daemon authenticates to the emulator as.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Identity {
+    /// The component named like the binary's file, when `deploy/<file name>/rbac.yaml` exists
+    /// (its own ServiceAccount and RBAC); otherwise the admin.
+    #[default]
+    Auto,
+    /// The ServiceAccount and RBAC of `deploy/<component>/`, whatever the binary is called.
+    Component(String),
+    /// The emulator's admin (`system:masters`): for processes that are not the project's
+    /// components (simulated operators, probes), or a test that must bypass RBAC.
+    Admin,
 }
 
 /// How a spawned process tells the harness its listening address.
@@ -47,6 +63,39 @@ impl DaemonSpec {
             env: Vec::new(),
             ready_path: "/ready".into(),
             address: AddressReport::AdminAddrFile,
+            identity: Identity::Auto,
+        }
+    }
+
+    /// Runs as the ServiceAccount of `deploy/<component>/` (for a binary whose file name is not
+    /// the component's).
+    pub fn identity(mut self, component: &str) -> Self {
+        self.identity = Identity::Component(component.into());
+        self
+    }
+
+    /// Runs as the emulator's admin, bypassing RBAC. Only for tests that must; say why where it
+    /// is called.
+    pub fn as_admin(mut self) -> Self {
+        self.identity = Identity::Admin;
+        self
+    }
+
+    /// The project component whose ServiceAccount this daemon runs as, if any: the explicit one,
+    /// or the binary's file name when `deploy/<name>/rbac.yaml` exists.
+    pub fn component(&self) -> Option<String> {
+        match &self.identity {
+            Identity::Admin => None,
+            Identity::Component(c) => Some(c.clone()),
+            Identity::Auto => {
+                let name = self.bin.file_name()?.to_str()?;
+                crate::workspace_root()
+                    .join("deploy")
+                    .join(name)
+                    .join("rbac.yaml")
+                    .is_file()
+                    .then(|| name.to_owned())
+            }
         }
     }
 
@@ -75,6 +124,8 @@ pub struct Daemon {
     pub log_path: PathBuf,
     /// How many times it was (re)started.
     pub starts: u32,
+    /// The kubeconfig it runs with (its own identity's, or the admin's).
+    pub kubeconfig: PathBuf,
     child: Option<tokio::process::Child>,
 }
 
@@ -93,13 +144,14 @@ impl Daemon {
             addr_file,
             log_path,
             starts: 0,
+            kubeconfig: kubeconfig.to_path_buf(),
             child: None,
         };
-        d.start(kubeconfig)?;
+        d.start()?;
         Ok(d)
     }
 
-    pub(crate) fn start(&mut self, kubeconfig: &std::path::Path) -> Result<(), Error> {
+    pub(crate) fn start(&mut self) -> Result<(), Error> {
         self.admin_addr.clear();
         let stale = match &self.spec.address {
             AddressReport::AdminAddrFile => &self.addr_file,
@@ -121,7 +173,7 @@ impl Daemon {
         })?;
         let mut cmd = tokio::process::Command::new(&self.spec.bin);
         cmd.args(&self.spec.args)
-            .env("KUBECONFIG", kubeconfig)
+            .env("KUBECONFIG", &self.kubeconfig)
             .env("ADMIN_ADDR", "127.0.0.1:0")
             .env("ADMIN_ADDR_FILE", &self.addr_file)
             .env(

@@ -35,6 +35,11 @@ pub struct Harness {
     daemons: Vec<Daemon>,
     namespaces: Vec<String>,
     admin_token: String,
+    /// The runtime the in-process emulator serves from: its own, so that the emulator answers
+    /// while the test's thread is blocked (see [`Harness::spawn`]).
+    runtime: Option<tokio::runtime::Runtime>,
+    /// Component ServiceAccounts provisioned so far (see the `identity` module).
+    pub(crate) identities: std::collections::BTreeMap<String, crate::identity::ComponentIdentity>,
 }
 
 impl Harness {
@@ -58,6 +63,7 @@ impl Harness {
             source,
         })?;
         let kubeconfig = work_dir.join("kubeconfig");
+        let mut runtime = None;
         let (backend, url, admin_token) = match mode {
             EmulatorMode::InProcess => {
                 let mut cfg = Config {
@@ -65,7 +71,23 @@ impl Harness {
                     ..Config::default()
                 };
                 cfg.crd_dirs.extend(crds);
-                let running = Emulator::start(cfg).await?;
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("kube-emulator")
+                    .enable_all()
+                    .build()
+                    .map_err(|source| Error::Process {
+                        what: "starting the emulator's runtime".into(),
+                        source,
+                    })?;
+                let running =
+                    rt.spawn(Emulator::start(cfg))
+                        .await
+                        .map_err(|e| Error::Process {
+                            what: "starting the emulator".into(),
+                            source: std::io::Error::other(e.to_string()),
+                        })??;
+                runtime = Some(rt);
                 let url = running.url();
                 let token = running.admin_token().to_owned();
                 (Backend::InProcess(Box::new(running)), url, token)
@@ -100,6 +122,8 @@ impl Harness {
             daemons: Vec::new(),
             namespaces: Vec::new(),
             admin_token,
+            runtime,
+            identities: Default::default(),
         })
     }
 
@@ -256,8 +280,13 @@ impl Harness {
     }
 
     /// Spawns a daemon pointed at the emulator (env `KUBECONFIG`, `ADMIN_ADDR=127.0.0.1:<free port>`).
+    ///
+    /// A project component (see [`DaemonSpec::component`]) runs as its own ServiceAccount with
+    /// the RBAC of `deploy/<component>/`, provisioned into the emulator on first use (this call
+    /// then blocks its thread for the few API calls that takes); anything else runs as the admin.
     pub fn spawn(&mut self, spec: DaemonSpec) -> Result<&mut Daemon, Error> {
-        let d = Daemon::spawn(spec, &self.kubeconfig, &self.work_dir)?;
+        let kubeconfig = self.kubeconfig_for(&spec)?;
+        let d = Daemon::spawn(spec, &kubeconfig, &self.work_dir)?;
         self.daemons.push(d);
         Ok(self.daemons.last_mut().expect("just pushed"))
     }
@@ -298,10 +327,9 @@ impl Harness {
 
     /// Kill -9 (if running) and start again with the same spec; waits for `/ready`.
     pub async fn restart(&mut self, name: &str, timeout: Duration) -> Result<(), Error> {
-        let kubeconfig = self.kubeconfig.clone();
         let d = self.daemon(name)?;
         d.kill().await?;
-        d.start(&kubeconfig)?;
+        d.start()?;
         d.wait_ready(timeout).await
     }
 
@@ -317,7 +345,12 @@ impl Harness {
         }
     }
 
-    fn snapshot(&self) -> Value {
+    /// Every daemon spawned so far.
+    pub fn daemons(&self) -> &[Daemon] {
+        &self.daemons
+    }
+
+    pub(crate) fn snapshot(&self) -> Value {
         match &self.backend {
             Backend::InProcess(r) => r.snapshot(),
             Backend::Process(d) => {
@@ -410,6 +443,7 @@ fn kubeconfig_token(path: &Path) -> String {
 
 impl Drop for Harness {
     fn drop(&mut self) {
+        self.record_rbac_usage();
         if std::thread::panicking() {
             let dump = self.dump();
             let path = self.work_dir.join("dump.txt");
@@ -418,6 +452,11 @@ impl Drop for Harness {
             println!("{dump}\n(dump also written to {})", path.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.work_dir);
+        }
+        if let Some(rt) = self.runtime.take() {
+            // Dropping a runtime may block, which an async context (where a harness usually
+            // ends) forbids; its tasks end with the emulator's shutdown signal.
+            rt.shutdown_background();
         }
     }
 }

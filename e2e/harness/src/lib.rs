@@ -36,17 +36,19 @@ pub mod failover;
 pub mod faults;
 pub mod fixtures;
 mod http;
+pub mod identity;
 mod kubectl;
 pub mod leak;
 pub mod lease;
 mod poll;
 pub mod rbac;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 
 pub use admin::{Admin, Metrics, Sample};
 pub use audit::{Audit, Request};
-pub use daemon::{AddressReport, Daemon, DaemonSpec};
+pub use daemon::{AddressReport, Daemon, DaemonSpec, Identity};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
 pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};

@@ -233,6 +233,7 @@ mod tests {
             user_agent: "d/1".into(),
             query: String::new(),
             time: String::new(),
+            user: String::new(),
         }
     }
 

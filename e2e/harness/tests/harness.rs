@@ -98,3 +98,119 @@ async fn emulator_as_a_process() {
     assert!(ns.starts_with("e2e-proc-"));
     h.cleanup().await.unwrap();
 }
+
+/// A daemon that is one of the project's components runs as its ServiceAccount with the RBAC of
+/// `deploy/<component>/`, so a request its rules do not allow is refused with the API server's
+/// 403; the same binary as the admin is not.
+#[tokio::test]
+async fn a_component_runs_as_its_service_account_under_its_rbac() {
+    let mut h = Harness::start().await.unwrap();
+    // The probe lists namespaces and writes a ConfigMap in `default`: the lease server's
+    // identity (one ConfigMap of its own namespace, and TokenReviews) allows neither.
+    let as_lease_server = DaemonSpec {
+        name: "probe-as-lease-server".into(),
+        ..probe()
+    }
+    .identity("lease-server");
+    assert_eq!(as_lease_server.component().as_deref(), Some("lease-server"));
+    assert_eq!(probe().component(), None, "not a project component");
+    let err = h
+        .spawn_ready(as_lease_server, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("exited"), "{err}");
+    let log = h.daemon("probe-as-lease-server").unwrap().log();
+    // The probe prints the error with Debug, so its quotes are escaped.
+    let forbidden = "namespaces is forbidden: User \"system:serviceaccount:cozy-backup-controller:\
+                     lease-server\" cannot list resource \"namespaces\" in API group \"\" at the \
+                     cluster scope";
+    assert!(log.contains(&format!("{forbidden:?}")), "{log}");
+    // Its kubeconfig carries its own token, never the admin's.
+    let kubeconfig =
+        std::fs::read_to_string(&h.daemon("probe-as-lease-server").unwrap().kubeconfig).unwrap();
+    assert!(!kubeconfig.contains(h.admin_token()));
+    assert!(kubeconfig.contains("namespace: cozy-backup-controller"));
+
+    // The manifests were applied as written, namespaces included.
+    let out = h.kubectl(&[
+        "get",
+        "serviceaccount/lease-server",
+        "role/lease-server",
+        "rolebinding/lease-server",
+        "-n",
+        "cozy-backup-controller",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    let can = h.kubectl(&[
+        "auth",
+        "can-i",
+        "create",
+        "tokenreviews.authentication.k8s.io",
+        "--as=system:serviceaccount:cozy-backup-controller:lease-server",
+    ]);
+    assert_eq!(can.trim(), "yes");
+
+    // The same binary as the admin starts (the admin bypasses RBAC).
+    h.spawn_ready(probe(), Duration::from_secs(30))
+        .await
+        .unwrap();
+    h.cleanup().await.unwrap();
+
+    // The identity's requests are recorded for the unused-rule report when the harness ends.
+    let dir = harness::usage::usage_dir().join("lease-server");
+    let pid = format!(".{}.", std::process::id());
+    drop(h);
+    let recorded: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(&pid))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(recorded.len(), 1, "one record for this harness in {dir:?}");
+    let audit = harness::Audit::parse(&recorded[0]);
+    assert!(!audit.requests.is_empty());
+    assert!(
+        audit
+            .requests
+            .iter()
+            .all(|r| r.user == "system:serviceaccount:cozy-backup-controller:lease-server")
+    );
+    assert!(
+        audit
+            .requests
+            .iter()
+            .any(|r| r.code == 403 && r.resource == "namespaces")
+    );
+}
+
+/// The leak check looks at Events, project objects' status and what the test saw, in every form
+/// a value takes there, and names the place without printing the value.
+#[tokio::test]
+async fn the_secret_leak_check_finds_values_in_events_status_and_errors() {
+    use base64::Engine as _;
+    let h = Harness::start().await.unwrap();
+    let secret = "hunter2-\"quoted\"";
+    h.assert_no_secret_leaks(&[secret], &[("an error", "access denied")]);
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(h.client(), "default");
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Secret", "name": "s", "namespace": "default"},
+        "reason": "Copied",
+        "message": format!("copied {}", base64::engine::general_purpose::STANDARD.encode(secret)),
+    }))
+    .unwrap();
+    events.create(&PostParams::default(), &ev).await.unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.assert_no_secret_leaks(&[secret], &[("an error", "failed: hunter2-\\\"quoted\\\"")])
+    }))
+    .unwrap_err();
+    let message = caught.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("Event default/e1"), "{message}");
+    assert!(message.contains("an error"), "{message}");
+    assert!(
+        !message.contains("hunter2"),
+        "the value itself is never printed: {message}"
+    );
+}

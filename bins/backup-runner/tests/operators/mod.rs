@@ -284,13 +284,13 @@ impl Platform {
     }
 }
 
-/// Starts the lease-server (namespace `default`, leases of at most `max_ttl`); returns its gRPC
-/// endpoint.
+/// Starts the lease-server (its epoch in its own namespace, where its Role allows it; leases of
+/// at most `max_ttl`); returns its gRPC endpoint.
 pub async fn lease_server(h: &mut Harness, max_ttl: &str) -> String {
     h.spawn_lease_server(
         DaemonSpec::new("lease-server", bin("lease-server")).args([
             "--namespace",
-            "default",
+            "cozy-backup-controller",
             "--max-ttl",
             max_ttl,
         ]),

@@ -321,6 +321,13 @@ impl Platform {
                 "AKTESTACCESSKEY00001",
             ],
         );
+        self.h.assert_no_secret_leaks(
+            &[
+                "sEcReTkEyNoBodyMaySeeInALogOrEvent0001",
+                "AKTESTACCESSKEY00001",
+            ],
+            &[],
+        );
     }
 }
 

@@ -161,6 +161,10 @@ pub async fn assert_clean(h: &mut Harness, runner: &Admin, ns: &str, job: &str) 
         ],
         &[&creds["AWS_SECRET_ACCESS_KEY"], &creds["AWS_ACCESS_KEY_ID"]],
     );
+    h.assert_no_secret_leaks(
+        &[&creds["AWS_SECRET_ACCESS_KEY"], &creds["AWS_ACCESS_KEY_ID"]],
+        &[("describe", &described)],
+    );
 }
 
 /// A Backup as JSON without the fields the API server and the finalizer controller add.

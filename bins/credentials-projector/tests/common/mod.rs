@@ -344,6 +344,9 @@ pub async fn assert_no_leak(h: &mut Harness, secrets: &[&str]) {
         ],
         secrets,
     );
+    // And the harness's sweep: every project daemon's log and metrics, every Event, the status of
+    // every object of the project's kinds, the emulator's audit log.
+    h.assert_no_secret_leaks(secrets, &[]);
 }
 
 /// Reference for a Postgres application (unused field filler).

@@ -446,6 +446,8 @@ impl Platform {
             ],
             &[SECRET_KEY, ACCESS_KEY],
         );
+        self.h
+            .assert_no_secret_leaks(&[SECRET_KEY, ACCESS_KEY], &[]);
         self.h.cleanup().await.unwrap();
     }
 }

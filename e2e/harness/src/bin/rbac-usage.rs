@@ -1,0 +1,96 @@
+//! The unused-rule report: for each component's `deploy/<component>/rbac.yaml`, the grants (rule ×
+//! verb × resource × resourceName) that no request its daemon made in the recorded tests needed.
+//!
+//! `rbac-usage [--strict] [--dir DIR] [COMPONENT…]` reads `target/rbac-usage/<component>/*.jsonl`
+//! (written by every harness that ran the component as its ServiceAccount). With `--strict` it
+//! exits 1 when a grant is unused or redundant without a `# rbac: kept because …` comment above
+//! its rule, or when a component has no records at all. `hack/test.sh` runs it after nextest.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use harness::usage::{self, Verdict};
+
+fn main() -> ExitCode {
+    let mut strict = false;
+    let mut dir = usage::usage_dir();
+    let mut components = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--strict" => strict = true,
+            "--dir" => match args.next() {
+                Some(d) => dir = PathBuf::from(d),
+                None => {
+                    println!("--dir needs a folder");
+                    return ExitCode::from(2);
+                }
+            },
+            "-h" | "--help" => {
+                println!("usage: rbac-usage [--strict] [--dir DIR] [COMPONENT...]");
+                return ExitCode::SUCCESS;
+            }
+            c => components.push(c.to_owned()),
+        }
+    }
+    let deploy = harness::workspace_root().join("deploy");
+    if components.is_empty() {
+        let mut found: Vec<String> = std::fs::read_dir(&deploy)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("rbac.yaml").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        components = found;
+    }
+    let mut failures = 0;
+    for component in &components {
+        let path = deploy.join(component).join("rbac.yaml");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            println!("{component}: cannot read {}", path.display());
+            failures += 1;
+            continue;
+        };
+        let (sa_ns, sa_name) = harness::identity::service_account(component);
+        let grants = usage::grants(&text, &sa_ns, &sa_name);
+        let (requests, files) = usage::recorded(&dir, component);
+        println!(
+            "== {component}: {} grants in {}, {} requests from {files} test records in {}",
+            grants.len(),
+            path.display(),
+            requests.len(),
+            dir.join(component).display()
+        );
+        if files == 0 {
+            println!("   no records: run the component's tests first");
+            failures += usize::from(strict);
+            continue;
+        }
+        let mut open = 0;
+        for (grant, verdict) in usage::assess(&grants, &requests) {
+            let what = match verdict {
+                Verdict::Needed => continue,
+                Verdict::Redundant => "redundant (other grants allow all it allowed)",
+                Verdict::Unused => "unused",
+            };
+            match &grant.kept {
+                Some(why) => println!("   kept   {}: {why}", grant.describe()),
+                None => {
+                    open += 1;
+                    println!("   {what}: {}", grant.describe());
+                }
+            }
+        }
+        if open == 0 {
+            println!("   NONE unused");
+        }
+        failures += open;
+    }
+    if strict && failures > 0 {
+        println!("rbac-usage: {failures} grant(s) to remove or to mark `# rbac: kept because …`");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
