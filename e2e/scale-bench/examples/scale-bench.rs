@@ -399,12 +399,12 @@ async fn measure_in(d: Daemon, opts: &Options, work: &Path) -> anyhow::Result<Ro
         "{d}: ready after {ready_s:.2} s, caught up after {caught_up_s:.2} s ({catch_up_cpu_s:.2} CPU s), RSS {rss_mib:.1} MiB"
     );
 
-    // Let the daemon's own follow-ups (the writes of its first pass coming back as events) settle:
-    // two seconds without a CPU tick, at most a minute.
+    // Let the daemon's own follow-ups (the writes of its first pass coming back as events, a
+    // debounced pass after them) settle: five seconds without a CPU tick, at most a minute.
     let settle = Instant::now();
     loop {
         let before = procfs::cpu_seconds(pid).unwrap_or_default();
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let after = procfs::cpu_seconds(pid).unwrap_or_default();
         if after - before <= 0.01 || settle.elapsed() > Duration::from_secs(60) {
             break;
