@@ -209,7 +209,10 @@ mod strip_tests {
         assert_eq!(o.metadata.name.as_deref(), Some("postgres"));
         assert_eq!(o.metadata.resource_version.as_deref(), Some("7"));
         assert!(o.metadata.annotations.is_none() && o.metadata.managed_fields.is_none());
-        assert_eq!(o.data, serde_json::json!({"spec": {"application": {"kind": "Postgres"}}}));
+        assert_eq!(
+            o.data,
+            serde_json::json!({"spec": {"application": {"kind": "Postgres"}}})
+        );
         assert_eq!(decide::hash_of(&[std::sync::Arc::new(o)]).unwrap(), before);
     }
 }

@@ -218,6 +218,9 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
+/// Reconciles of one kind in flight at once.
+const RECONCILE_CONCURRENCY: u16 = 32;
+
 /// How long to wait when another replica holds a job's work lease.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
 /// Safety requeue while a job's BackupClass is missing (the BackupClass watch is the real trigger).
@@ -321,7 +324,11 @@ pub async fn run<J: TenantJobWatches>(
     let (store, jobs) = Watch::<J>::new(tenant.client.clone())
         .strip_managed_fields()
         .reflect(ctx);
-    let controller = Controller::for_stream(jobs, store);
+    // Bounded like the runner's: at start every cached job is due at once, and 10,000 reconciles in
+    // flight together left their memory behind.
+    let controller = Controller::for_stream(jobs, store).with_config(
+        kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+    );
     let controller = J::extra_watches(controller, &tenant.client, ctx);
     let unfinished = unfinished_jobs_on(trigger, controller.store(), tenant.clone());
     let controller = watch_deleted_copies(controller, tenant.clone(), ctx)
