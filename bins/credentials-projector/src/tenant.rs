@@ -218,6 +218,9 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
+/// Reconciles of one kind in flight at once.
+const RECONCILE_CONCURRENCY: u16 = 32;
+
 /// How long to wait when a job's work lease is refused. A lease another replica releases or lets
 /// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
 /// covers refusals no event ends, such as the lease server's quiet period after a restart.
@@ -323,7 +326,11 @@ pub async fn run<J: TenantJobWatches>(
     let (store, jobs) = Watch::<J>::new(tenant.client.clone())
         .strip_managed_fields()
         .reflect(ctx);
-    let controller = Controller::for_stream(jobs, store);
+    // Bounded like the runner's: at start every cached job is due at once, and 10,000 reconciles in
+    // flight together left their memory behind.
+    let controller = Controller::for_stream(jobs, store).with_config(
+        kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+    );
     let controller = J::extra_watches(controller, &tenant.client, ctx);
     let unfinished = unfinished_jobs_on(trigger, controller.store(), tenant.clone());
     let controller = watch_deleted_copies(controller, tenant.clone(), ctx)

@@ -222,7 +222,7 @@ pub fn seed(daemon: Daemon, n: usize) -> Seed {
             }
             s.measured = vec![bucket];
             s.describe = format!(
-                "{n} tenant Buckets (every Bucket is watched) in {} namespaces",
+                "{n} tenant Buckets (a kind it renders) in {} namespaces",
                 namespaces.len()
             );
         }
