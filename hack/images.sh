@@ -97,9 +97,11 @@ if [[ $check == 1 ]]; then
   # server is named `localhost`, so the static binary must resolve a name inside the image root.
   mkdir -p "$root/etc" "$root/run/check"
   printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
-  sed 's#http://127.0.0.1:#http://localhost:#' "$work/kubeconfig" >"$root/run/check/kubeconfig"
+  # The emulator's kubeconfig: https with its CA embedded (its certificate names localhost) and the
+  # admin token.
+  sed -E 's#(https?)://127.0.0.1:#\1://localhost:#' "$work/kubeconfig" >"$root/run/check/kubeconfig"
   chown -R 65532:65532 "$root/run/check"
-  grep -q 'http://localhost:' "$root/run/check/kubeconfig"
+  grep -Eq 'https?://localhost:' "$root/run/check/kubeconfig"
   chroot --userspec=65532:65532 "$root" /usr/local/bin/retention-cleaner --kubeconfig /run/check/kubeconfig \
     --admin-addr 127.0.0.1:0 --admin-addr-file /run/check/admin \
     >"$work/daemon.log" 2>&1 &

@@ -16,6 +16,30 @@ pub fn hash_of(definitions: &[Arc<DynamicObject>]) -> Result<String, appdef::Has
     )
 }
 
+/// What is wrong with a definition's `spec.application.openAPISchema`, if anything: cozystack-api
+/// reads it as a JSON object when it registers the kind, so an empty string, text that is not
+/// JSON or JSON that is not an object cannot be served. The hash (upstream's contract) covers it
+/// all the same; this only names the problem.
+pub fn schema_problem(definition: &DynamicObject) -> Option<String> {
+    let schema = &definition.data["spec"]["application"]["openAPISchema"];
+    let text = schema.as_str()?;
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(_)) => None,
+        Ok(other) => Some(format!(
+            "is JSON but not an object ({})",
+            match other {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) if text.trim().is_empty() => Some(format!("is empty ({e})")),
+        Err(e) => Some(format!("is not valid JSON: {e}")),
+    }
+}
+
 /// The pod-template annotation `key` of a Deployment, if set.
 pub fn template_annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
     deployment
@@ -92,6 +116,27 @@ mod tests {
             "spec": {"selector": {}, "template": {"metadata": {"annotations": annotations}}}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn schema_problems_are_named() {
+        let with = |schema: serde_json::Value| {
+            let mut d = def("x", "X");
+            d.data["spec"]["application"]["openAPISchema"] = schema;
+            schema_problem(&d)
+        };
+        assert_eq!(with(json!("{\"type\":\"object\"}")), None);
+        assert_eq!(with(json!(null)), None);
+        assert!(with(json!("")).unwrap().starts_with("is empty"));
+        assert!(
+            with(json!("{not json"))
+                .unwrap()
+                .starts_with("is not valid JSON: ")
+        );
+        assert_eq!(
+            with(json!("[1,2]")).as_deref(),
+            Some("is JSON but not an object (an array)")
+        );
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub fn restarter_loop(
     let deployment_changed = Trigger::new();
     let definitions = Watch::<DynamicObject>::new_with(client.clone(), appdef::api_resource())
         .describe("ApplicationDefinition")
+        .strip(keep_name_and_spec)
         .cache(ctx, &definitions_changed);
     let deployment = Watch::<Deployment>::new(client.clone())
         .in_namespace(&config.namespace)
@@ -174,5 +175,44 @@ mod tests {
         let args = Args::parse_from(["apidef-restarter", "--debounce", "1500ms"]);
         assert_eq!(args.debounce, Duration::from_millis(1500));
         assert!(Args::try_parse_from(["apidef-restarter", "--debounce", "5h3"]).is_err());
+    }
+}
+
+/// The hash reads only each definition's name and spec: field ownership, labels, annotations (a
+/// `kubectl apply` leaves a whole second copy there) and status are dropped on arrival.
+fn keep_name_and_spec(o: &mut DynamicObject) {
+    o.metadata.managed_fields = None;
+    o.metadata.annotations = None;
+    o.metadata.labels = None;
+    if let Some(fields) = o.data.as_object_mut() {
+        fields.retain(|k, _| k == "spec");
+    }
+}
+
+#[cfg(test)]
+mod strip_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_name_and_the_spec_are_kept() {
+        let mut o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+            "metadata": {"name": "postgres", "resourceVersion": "7", "labels": {"a": "b"},
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{…}"},
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"application": {"kind": "Postgres"}},
+            "status": {"observed": true},
+        }))
+        .unwrap();
+        let before = decide::hash_of(&[std::sync::Arc::new(o.clone())]).unwrap();
+        keep_name_and_spec(&mut o);
+        assert_eq!(o.metadata.name.as_deref(), Some("postgres"));
+        assert_eq!(o.metadata.resource_version.as_deref(), Some("7"));
+        assert!(o.metadata.annotations.is_none() && o.metadata.managed_fields.is_none());
+        assert_eq!(
+            o.data,
+            serde_json::json!({"spec": {"application": {"kind": "Postgres"}}})
+        );
+        assert_eq!(decide::hash_of(&[std::sync::Arc::new(o)]).unwrap(), before);
     }
 }

@@ -12,6 +12,8 @@
 //! list; only the leader writes; a definition change while an evaluation or a roll is in flight
 //! restarts the debounce and is evaluated after it.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -19,7 +21,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use runtime::{Cache, Cause, ErrorClass, Pass, ReconcileError};
 
 use crate::Config;
-use crate::decide::{Decision, annotation_patch, decide, hash_of, template_annotation};
+use crate::decide::{
+    Decision, annotation_patch, decide, hash_of, schema_problem, template_annotation,
+};
 use crate::metrics as m;
 
 /// Errors of one evaluation.
@@ -99,6 +103,9 @@ pub struct Restarter {
     /// The hash computed by the last evaluation; only used to ignore Deployment changes that
     /// already carry it (a cache of a derived value, never a record of what was handled).
     desired: Option<String>,
+    /// The definitions whose schema problem was logged, with the resourceVersion it was logged
+    /// for (so each problem is logged once per version of the definition, not once per pass).
+    schema_warned: HashMap<String, String>,
 }
 
 impl Restarter {
@@ -116,7 +123,28 @@ impl Restarter {
             definitions,
             deployment,
             desired: None,
+            schema_warned: HashMap::new(),
         }
+    }
+
+    /// Logs each definition whose `openAPISchema` cozystack-api cannot serve, naming it and the
+    /// field (no object of ours can carry it, and the daemon has no Event permission).
+    fn warn_about_schemas(&mut self, definitions: &[Arc<DynamicObject>]) {
+        let mut seen = HashMap::new();
+        for d in definitions {
+            let name = d.metadata.name.clone().unwrap_or_default();
+            let version = d.metadata.resource_version.clone().unwrap_or_default();
+            if let Some(problem) = schema_problem(d) {
+                if self.schema_warned.get(&name) != Some(&version) {
+                    tracing::warn!(
+                        definition = %name,
+                        "ApplicationDefinition {name}: spec.application.openAPISchema {problem}; cozystack-api cannot serve this kind"
+                    );
+                }
+                seen.insert(name, version);
+            }
+        }
+        self.schema_warned = seen;
     }
 
     fn cached_annotation(&self) -> Option<String> {
@@ -180,7 +208,9 @@ impl Restarter {
         {
             return Ok(Outcome::Current);
         }
-        let hash = hash_of(&self.definitions.list())?;
+        let definitions = self.definitions.list();
+        self.warn_about_schemas(&definitions);
+        let hash = hash_of(&definitions)?;
         metrics::counter!(m::HASH_COMPUTATIONS).increment(1);
         self.set_desired(&hash);
         if !pass.is_leading() {

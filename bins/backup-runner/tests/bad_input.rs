@@ -556,19 +556,7 @@ async fn check(p: &Platform, case: &Case) -> Result<(), String> {
 
 /// Waits for the case's expectation, panicking with the case and what is there instead.
 async fn settle(p: &Platform, case: &Case) {
-    let until = tokio::time::Instant::now() + WAIT;
-    loop {
-        match check(p, case).await {
-            Ok(()) => return,
-            Err(now) if tokio::time::Instant::now() > until => {
-                panic!(
-                    "case {:?}: expected {}; found {now}",
-                    case.what, case.expect
-                )
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    harness::bad_input::settle(case.what, &case.expect, WAIT, || check(p, case)).await;
 }
 
 impl std::fmt::Display for Expect {
@@ -642,11 +630,7 @@ async fn malformed_objects_end_in_named_reasons_and_spare_other_tenants() {
         .unwrap();
     assert!(foreign.status.is_none(), "{:?}", foreign.status);
 
-    let runner = p.h.daemon("backup-runner").unwrap();
-    assert!(runner.is_running(), "the runner exited");
-    assert_eq!(runner.starts, 1);
-    let log = runner.log();
-    assert!(!log.contains("panicked"), "the runner panicked:\n{log}");
+    p.h.daemon("backup-runner").unwrap().assert_unharmed();
     harness::rbac::assert_allowed(&p.h.audit(), "backup-runner");
     p.h.cleanup().await.unwrap();
 }

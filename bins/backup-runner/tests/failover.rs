@@ -40,6 +40,15 @@ async fn token(h: &Harness) -> Option<u64> {
         .ok()
 }
 
+/// The new holder's fence in the audit log: the emulator records a request after the write is
+/// visible, so the job can show the new token a moment before its patch is listed.
+async fn refence_recorded(h: &Harness) {
+    until("the second fence in the audit log", || async {
+        fences(h) >= 2
+    })
+    .await;
+}
+
 /// Fencing writes of the job: patches that set the token annotation (each holder fences once).
 fn fences(h: &Harness) -> usize {
     h.audit()
@@ -103,6 +112,7 @@ async fn kill_9_hands_leadership_and_the_job_over_within_one_ttl() {
         took.as_millis(),
         TTL.as_millis()
     );
+    refence_recorded(&h).await;
     assert_eq!(fences(&h), 2, "the new holder fenced once");
     if leader == holder {
         let (next, _) = f
@@ -138,6 +148,7 @@ async fn sigterm_hands_leadership_and_the_job_over_at_once() {
         .await
         .unwrap();
     assert!(exit.success(), "{exit}");
+    refence_recorded(&h).await;
     assert_eq!(fences(&h), 2, "the new holder fenced once");
     if leader == holder {
         let (next, took) = f.takeover(&mut h, &leader, signalled, bound).await.unwrap();

@@ -257,32 +257,28 @@ async fn due_slots_create_upstreams_job_once_or_are_forbidden() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_fires_once_across_a_leader_kill_and_a_second_replica() {
     let mut h = start().await;
-    let grpc = h
-        .spawn_lease_server(
+    // The secured lease server, as in production: TLS, the runner's ServiceAccount token.
+    let lease = h
+        .spawn_component_lease_server(
             DaemonSpec::new(
                 "lease-server",
                 harness::locate_binary("lease-server").unwrap(),
             )
             // Its epoch in its own namespace, where its Role allows it.
             .args(["--namespace", "cozy-backup-controller", "--max-ttl", "2s"]),
+            "backup-runner",
+            "cozy-backup-controller",
             READY,
         )
         .await
         .unwrap();
+    let lease_args = lease.args();
     let p = plan(&h, "replicated", "@every 1m", None).await;
     let mut admins = Vec::new();
     for who in ["runner-a", "runner-b"] {
-        let spec = runner(
-            who,
-            &[
-                "--lease-endpoint",
-                &grpc,
-                "--identity",
-                who,
-                "--lease-ttl",
-                "2s",
-            ],
-        );
+        let mut args: Vec<&str> = lease_args.iter().map(String::as_str).collect();
+        args.extend(["--identity", who, "--lease-ttl", "2s"]);
+        let spec = runner(who, &args);
         admins.push((
             who,
             h.spawn_ready(spec, READY)

@@ -74,46 +74,60 @@ impl runtime::Outcome for RoundOutcome {
     }
 }
 
-/// Rounds never fail: per-namespace errors are logged and counted inside.
+/// A round in which API calls failed. Per-namespace errors never stop a round (each is logged and
+/// counted inside); the pass then fails as a whole so that the loop runs another round after its
+/// backoff instead of waiting for the next source change or the safety tick. Terminal reasons (a
+/// malformed source, a target we do not own) and a missing source (its watch fires when it
+/// appears) are not retried.
 #[derive(Debug, thiserror::Error)]
-pub enum Never {}
+#[error("{0} API call(s) of the projection round failed; retrying with backoff")]
+pub struct RoundFailed(usize);
 
-impl runtime::ReconcileError for Never {
+impl runtime::ReconcileError for RoundFailed {
     fn kind(&self) -> &'static str {
-        match *self {}
+        "api"
     }
     fn class(&self) -> runtime::ErrorClass {
-        match *self {}
+        runtime::ErrorClass::Transient
     }
 }
 
 impl runtime::Evaluate for SystemRounds {
     type Outcome = RoundOutcome;
-    type Error = Never;
+    type Error = RoundFailed;
 
-    async fn evaluate(&mut self, pass: &Pass) -> Result<RoundOutcome, Never> {
+    async fn evaluate(&mut self, pass: &Pass) -> Result<RoundOutcome, RoundFailed> {
         if !pass.is_leading() {
             self.ready
                 .set_ready_with("following: another replica runs the system projection");
             return Ok(RoundOutcome::Following);
         }
-        round(&self.client, &self.config, pass.cause.as_str()).await;
+        let api_failures = round(&self.client, &self.config, pass.cause.as_str()).await;
         self.ready.set_ready();
-        Ok(RoundOutcome::Round)
+        match api_failures {
+            0 => Ok(RoundOutcome::Round),
+            n => Err(RoundFailed(n)),
+        }
     }
 }
 
 /// How many copies a round refreshes concurrently.
 const ROTATION_CONCURRENCY: usize = 32;
 
-/// One round: every system namespace, then every projected copy elsewhere.
-pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
+/// One round: every system namespace, then every projected copy elsewhere. Returns how many of its
+/// failures were API errors (worth another round soon).
+pub async fn round(client: &Client, config: &Config, trigger: &'static str) -> usize {
     let started = Instant::now();
     let p = &config.projection;
     let source_started = Instant::now();
     let source = project::read_source(client, p).await;
     let source_elapsed = source_started.elapsed();
-    let (mut written, mut failed) = (0usize, 0usize);
+    let (mut written, mut failed, mut api_failures) = (0usize, 0usize, 0usize);
+    let mut count = |e: &backup_storage::credentials::ProjectionError| {
+        if e.reason == backup_storage::credentials::Reason::ApiError {
+            api_failures += 1;
+        }
+    };
     for ns in &config.system_namespaces {
         let t = Instant::now();
         let result = match &source {
@@ -129,6 +143,7 @@ pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
             }
             Err(e) => {
                 failed += 1;
+                count(e);
                 tracing::info!(namespace = %ns, reason = e.reason.as_str(), error = %e, "system credentials projection failed");
             }
         }
@@ -138,6 +153,7 @@ pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
         match project::list_copies(client, p).await {
             Err(err) => {
                 failed += 1;
+                api_failures += 1;
                 tracing::info!(error = %err, "listing projected copies failed; rotation skipped this round");
             }
             Ok(copies) => {
@@ -171,6 +187,7 @@ pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
                         Ok(_) => written += 1,
                         Err(e) => {
                             failed += 1;
+                            count(&e);
                             tracing::info!(namespace = %ns, reason = e.reason.as_str(), error = %e, "credentials rotation failed");
                         }
                     }
@@ -197,6 +214,7 @@ pub async fn round(client: &Client, config: &Config, trigger: &'static str) {
             "projection round: nothing changed"
         );
     }
+    api_failures
 }
 
 /// A stream that yields every `period` (the tenant controllers' safety re-evaluation).

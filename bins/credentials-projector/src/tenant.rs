@@ -218,6 +218,9 @@ impl<J: TenantJob> Context<J> {
     }
 }
 
+/// Reconciles of one kind in flight at once.
+const RECONCILE_CONCURRENCY: u16 = 32;
+
 /// How long to wait when a job's work lease is refused. A lease another replica releases or lets
 /// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
 /// covers refusals no event ends, such as the lease server's quiet period after a restart.
@@ -235,13 +238,19 @@ async fn reconcile<J: TenantJob>(job: Arc<J>, ctx: Arc<Context<J>>) -> Result<Ac
     result
 }
 
+/// Whether a job still needs the tenant path: not terminal, and not done at its generation unless
+/// its namespace lost its copy. Anything else returns at once from a reconcile.
+fn needs_projection<J: TenantJob>(job: &J, ctx: &Context<J>) -> bool {
+    let ns = job.namespace().unwrap_or_default();
+    !gates::is_terminal(job.phase())
+        && (!status::is_done(job.conditions(), job.meta().generation) || ctx.lost_copy(&ns))
+}
+
 async fn reconcile_job<J: TenantJob>(job: &J, ctx: &Context<J>) -> Result<Action, Error> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
     let generation = job.meta().generation;
-    if gates::is_terminal(job.phase())
-        || (status::is_done(job.conditions(), generation) && !ctx.lost_copy(&ns))
-    {
+    if !needs_projection(job, ctx) {
         return Ok(Action::await_change());
     }
     let Some(lease) = ctx.leases.hold(job).await? else {
@@ -307,17 +316,25 @@ fn error_policy<J: TenantJob>(job: Arc<J>, err: &Error, ctx: Arc<Context<J>>) ->
 }
 
 /// Runs the controller of `J` until shutdown. Its watches register their readiness checks with
-/// `ctx`; `trigger` re-evaluates every job (source changes and the safety tick).
+/// `ctx`; `trigger` (source changes and the safety tick) re-evaluates every unfinished job.
 pub async fn run<J: TenantJobWatches>(
     tenant: Arc<Context<J>>,
     ctx: &WatchContext,
     trigger: impl Stream<Item = ()> + Send + 'static,
 ) {
-    let (store, jobs) = Watch::<J>::new(tenant.client.clone()).reflect(ctx);
-    let controller = Controller::for_stream(jobs, store);
+    // Field ownership is never read; without it the cache of 10,000 jobs is a third the size.
+    let (store, jobs) = Watch::<J>::new(tenant.client.clone())
+        .strip_managed_fields()
+        .reflect(ctx);
+    // Bounded like the runner's: at start every cached job is due at once, and 10,000 reconciles in
+    // flight together left their memory behind.
+    let controller = Controller::for_stream(jobs, store).with_config(
+        kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+    );
     let controller = J::extra_watches(controller, &tenant.client, ctx);
+    let unfinished = unfinished_jobs_on(trigger, controller.store(), tenant.clone());
     let controller = watch_deleted_copies(controller, tenant.clone(), ctx)
-        .reconcile_all_on(trigger)
+        .reconcile_on(unfinished)
         // A job another replica was projecting is retried the moment its lease is freed.
         .reconcile_on(tenant.leases.freed::<J>())
         .graceful_shutdown_on(ctx.shutdown.signaled());
@@ -328,6 +345,25 @@ pub async fn run<J: TenantJobWatches>(
             futures::future::ready(())
         })
         .await;
+}
+
+/// On every fire of `trigger` (a source change, the safety tick), the jobs that still need the
+/// tenant path. Finished jobs are what accumulate (10,000 on a large platform) and each would return
+/// at once, so waking all of them every tick only burned CPU while nothing changed.
+fn unfinished_jobs_on<J: TenantJob>(
+    trigger: impl Stream<Item = ()> + Send + 'static,
+    store: kube::runtime::reflector::Store<J>,
+    ctx: Arc<Context<J>>,
+) -> impl Stream<Item = ObjectRef<J>> + Send + 'static {
+    trigger.flat_map(move |()| {
+        let jobs: Vec<ObjectRef<J>> = store
+            .state()
+            .into_iter()
+            .filter(|j| needs_projection(j.as_ref(), &ctx))
+            .map(|j| ObjectRef::from_obj(j.as_ref()))
+            .collect();
+        futures::stream::iter(jobs)
+    })
 }
 
 /// A deleted copy (metadata-only watch of the labelled Secrets, so no credential is cached)

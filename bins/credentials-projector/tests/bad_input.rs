@@ -252,10 +252,7 @@ async fn broken_source_secrets_end_in_named_reasons_and_spare_other_tenants() {
         "a copy owned by someone else is never written"
     );
 
-    let d = h.daemon(NAME).unwrap();
-    assert!(d.is_running());
-    assert_eq!(d.starts, 1);
-    assert!(!d.log().contains("panicked"), "{}", d.log());
+    h.daemon(NAME).unwrap().assert_unharmed();
     assert_no_leak(&mut h, &[AK, SK]).await;
     h.cleanup().await.unwrap();
 }

@@ -45,6 +45,12 @@ pub fn default_authorization(namespace: &str, platform_namespace: &str) -> Autho
     map
 }
 
+/// How long one TokenReview may take, retries included. The kube client retries a 429/503/504
+/// answer with a growing backoff (minutes in all); a caller's call times out after a quarter of
+/// its TTL (3.75 s for the daemons' 15 s), so the server gives up first and answers `UNAVAILABLE`
+/// itself (logged and counted) rather than leaving the caller to time out.
+pub const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Reviews tokens with the API server, for one audience.
 pub struct KubeReviewer {
     api: Api<TokenReview>,
@@ -72,11 +78,18 @@ impl TokenReviewer for KubeReviewer {
             ..Default::default()
         };
         // The error of a failed request describes the request, never its body (the token).
-        let answer = self
-            .api
-            .create(&PostParams::default(), &request)
-            .await
-            .map_err(|e| ReviewError(format!("TokenReview: {e}")))?;
+        let answer = tokio::time::timeout(
+            REVIEW_TIMEOUT,
+            self.api.create(&PostParams::default(), &request),
+        )
+        .await
+        .map_err(|_| {
+            ReviewError(format!(
+                "TokenReview: no answer within {} ms",
+                REVIEW_TIMEOUT.as_millis()
+            ))
+        })?
+        .map_err(|e| ReviewError(format!("TokenReview: {e}")))?;
         Ok(judge(answer, &self.audience, token))
     }
 }

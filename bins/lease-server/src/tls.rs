@@ -176,8 +176,67 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// What a connection that does not open with a TLS handshake record speaks instead, judged by
+/// its first bytes; `None` for TLS (a handshake record starts with byte 22).
+pub fn not_tls(prefix: &[u8]) -> Option<&'static str> {
+    const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+    match prefix.first()? {
+        0x16 => None,
+        _ if prefix.len() >= 3
+            && H2_PREFACE.starts_with(&prefix[..prefix.len().min(H2_PREFACE.len())]) =>
+        {
+            Some(
+                "plaintext HTTP/2 (gRPC without TLS: an http:// lease endpoint, or a client \
+                 built without TLS support)",
+            )
+        }
+        // A request line: an upper-case method, then a space.
+        _ if prefix
+            .iter()
+            .position(|&b| b == b' ')
+            .is_some_and(|sp| sp >= 3 && prefix[..sp].iter().all(u8::is_ascii_uppercase)) =>
+        {
+            Some("plaintext HTTP/1")
+        }
+        _ => Some("something other than TLS"),
+    }
+}
+
+/// Warns about clients that do not speak TLS, at most once per `WARN_EVERY` (a misconfigured
+/// client retries every few hundred milliseconds), counting the ones it did not log.
+struct PlaintextWarnings {
+    last: Option<Instant>,
+    quiet: u64,
+}
+
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
+static PLAINTEXT: Mutex<PlaintextWarnings> = Mutex::new(PlaintextWarnings {
+    last: None,
+    quiet: 0,
+});
+
+fn warn_not_tls(peer: std::net::SocketAddr, speaks: &str) {
+    let mut w = PLAINTEXT.lock().unwrap_or_else(|e| e.into_inner());
+    if w.last.is_some_and(|at| at.elapsed() < WARN_EVERY) {
+        w.quiet += 1;
+        tracing::debug!(%peer, speaks, "refused a connection that is not TLS");
+        return;
+    }
+    tracing::warn!(
+        %peer,
+        speaks,
+        also_refused_since_last_warning = w.quiet,
+        "refused a connection to the TLS gRPC port that is not TLS; the client needs an https:// \
+         lease endpoint and --lease-ca-file"
+    );
+    w.last = Some(Instant::now());
+    w.quiet = 0;
+}
+
 /// Accepts connections on `listener` and yields those whose TLS handshake succeeded; handshakes
 /// run concurrently, so a slow client holds up nobody else. Ends when the receiver is dropped.
+/// A client that does not open with TLS is closed and named in a (rate-limited) warning.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<rustls::ServerConfig>,
@@ -201,10 +260,20 @@ pub fn incoming(
             };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
+                let handshake = async {
+                    let mut first = [0u8; 14];
+                    let n = tcp.peek(&mut first).await?;
+                    if let Some(speaks) = not_tls(&first[..n]) {
+                        warn_not_tls(peer, speaks);
+                        return Ok(None);
+                    }
+                    acceptor.accept(tcp).await.map(Some)
+                };
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                    Ok(Ok(Some(stream))) => {
                         let _ = tx.send(Ok(stream)).await;
                     }
+                    Ok(Ok(None)) => {}
                     Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 }
@@ -236,6 +305,20 @@ mod tests {
 
     fn leaf(k: &CertifiedKey) -> Vec<u8> {
         k.cert[0].to_vec()
+    }
+
+    #[test]
+    fn connections_that_do_not_open_with_tls_are_told_apart() {
+        assert_eq!(not_tls(&[0x16, 3, 1, 0, 0xc4]), None);
+        assert_eq!(not_tls(b""), None);
+        assert!(
+            not_tls(b"PRI * HTTP/2.0")
+                .unwrap()
+                .starts_with("plaintext HTTP/2")
+        );
+        assert!(not_tls(b"PRI *").unwrap().starts_with("plaintext HTTP/2"));
+        assert_eq!(not_tls(b"GET / HTTP/1.1"), Some("plaintext HTTP/1"));
+        assert_eq!(not_tls(b"\x00\x01"), Some("something other than TLS"));
     }
 
     #[test]

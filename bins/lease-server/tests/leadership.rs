@@ -1,5 +1,9 @@
 //! Multi-process proof of the lease service: the real `lease-server` binary against the kube
 //! emulator (its epoch ConfigMap), three `lease-contender` processes contending for `x/leader`.
+//! Authentication is on as in production: the server serves TLS and reviews every caller's token
+//! with the emulator's TokenReview; each contender (and the load client) runs as a ServiceAccount
+//! of its own, with a token from TokenRequest, and `--authorize` gives those accounts `x/` (the
+//! load `load/`).
 //!
 //! 1. kill -9 the holder → another contender leads within TTL + 1 s;
 //! 2. kill -9 and restart the lease server while a load of work leases runs → afterwards someone
@@ -14,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{DaemonSpec, Harness};
+use harness::{DaemonSpec, Harness, LEASE_AUDIENCE, SecureLeaseServer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use lease::pb::lease_service_client::LeaseServiceClient;
@@ -129,27 +133,45 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
     // its ServiceAccount when it is spawned).
     let ns = "cozy-backup-controller".to_owned();
     let dir = h.work_dir().to_path_buf();
-    let server = DaemonSpec::new(
+    let mut server = DaemonSpec::new(
         "lease-server",
         PathBuf::from(env!("CARGO_BIN_EXE_lease-server")),
     )
     .args(["--namespace", &ns])
     .args(["--max-ttl", &format!("{TTL_MS}ms")]);
-    let grpc = h
-        .spawn_lease_server(server, Duration::from_secs(60))
+    for (account, prefix) in CONTENDERS
+        .iter()
+        .map(|c| (*c, "x/"))
+        .chain([("observer", "x/"), ("load", "load/")])
+    {
+        server = server.args([
+            "--authorize".to_string(),
+            format!("system:serviceaccount:{ns}:{account}={prefix}"),
+        ]);
+    }
+    let server = h
+        .spawn_secure_lease_server(server, Duration::from_secs(60))
         .await
         .unwrap();
 
     for who in CONTENDERS {
+        let token = h
+            .service_account_token(&ns, who, LEASE_AUDIENCE)
+            .await
+            .unwrap();
         let spec = DaemonSpec::new(who, PathBuf::from(env!("CARGO_BIN_EXE_lease-contender")))
-            .args(["--endpoint", &grpc, "--identity", who, "--name", "x/leader"])
+            .args(["--identity", who, "--name", "x/leader"])
             .args(["--ttl-ms", &TTL_MS.to_string()])
             .args([
                 "--log".to_string(),
                 log_path(&dir, who).display().to_string(),
             ]);
-        h.spawn(spec).unwrap();
+        h.spawn(server.client(spec, &token)).unwrap();
     }
+    let observer = h
+        .service_account_token(&ns, "observer", LEASE_AUDIENCE)
+        .await
+        .unwrap();
 
     // The fresh server is in its quiet period for one max TTL, then exactly one contender leads.
     let (first, first_token) = poll("a first leader", Duration::from_secs(30), async || {
@@ -196,6 +218,21 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         );
     }
     assert!(admin.is_ready());
+    // Every contender was authenticated (by a review, then from the cache) and nothing refused.
+    assert!(
+        metrics.value(
+            "cozy_backups_lease_server_token_reviews_total",
+            &[("result", "authenticated")]
+        ) >= CONTENDERS.len() as f64,
+        "{}",
+        metrics.text()
+    );
+    assert_eq!(
+        metrics.sum("cozy_backups_lease_server_auth_refusals_total", &[]),
+        0.0,
+        "{}",
+        metrics.text()
+    );
     assert!(
         metrics.value(
             "cozy_backups_lease_server_grpc_requests_total",
@@ -214,10 +251,19 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
     );
 
     // 2. kill -9 and restart the lease server under a load of work-lease churn.
-    let load_client = lease::LeaseClient::connect_lazy(
-        &grpc,
+    let load_token = h
+        .service_account_token(&ns, "load", LEASE_AUDIENCE)
+        .await
+        .unwrap();
+    let load_client = lease::LeaseClient::connect_lazy_with(
+        &server.endpoint,
         "load",
         lease::ClientOptions::with_ttl(Duration::from_millis(TTL_MS)),
+        &lease::Security {
+            ca_file: Some(server.tls.ca_file.clone()),
+            server_name: None,
+            token_file: Some(load_token),
+        },
     )
     .unwrap();
     let stop_load = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -266,11 +312,8 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         epoch_before + 1,
         "the restart advanced the epoch"
     );
-    let mut rpc = LeaseServiceClient::connect(format!("http://{grpc}"))
-        .await
-        .unwrap();
     let dead = [first.as_str()];
-    let (_, third_token) = leader_agreed_by_server(&dir, &dead, &mut rpc).await;
+    let (_, third_token) = leader_agreed_by_server(&dir, &dead, &server, &observer).await;
     assert!(third_token >= second_token, "tokens never go backwards");
 
     // 2b. Kill it again and keep it down until every contender's deadline passed: all follow.
@@ -287,10 +330,7 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
         .unwrap();
     let epoch_now = epoch(&h, &ns).await;
     assert_eq!(epoch_now, epoch_before + 2);
-    let mut rpc = LeaseServiceClient::connect(format!("http://{grpc}"))
-        .await
-        .unwrap();
-    let (leader, token) = leader_agreed_by_server(&dir, &dead, &mut rpc).await;
+    let (leader, token) = leader_agreed_by_server(&dir, &dead, &server, &observer).await;
     assert!(token > third_token, "tokens never go backwards");
     assert_eq!(
         lease::state::token_epoch(token),
@@ -352,12 +392,30 @@ async fn leadership_survives_holder_and_server_kills_without_overlap() {
 }
 
 /// Waits until one live contender leads and the server's grant of `x/leader` names it with the
-/// same token, the server's quiet period (one max TTL from now at the latest) being over.
+/// same token, the server's quiet period (one max TTL from now at the latest) being over. The
+/// server is asked over TLS with the observer's token.
 async fn leader_agreed_by_server(
     dir: &Path,
     dead: &[&str],
-    rpc: &mut LeaseServiceClient<tonic::transport::Channel>,
+    server: &SecureLeaseServer,
+    token_file: &Path,
 ) -> (String, u64) {
+    let ca = std::fs::read(&server.tls.ca_file).unwrap();
+    let channel = tonic::transport::Channel::from_shared(server.endpoint.clone())
+        .unwrap()
+        .tls_config(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca)),
+        )
+        .unwrap()
+        .connect_lazy();
+    let mut rpc = LeaseServiceClient::new(channel);
+    let bearer: tonic::metadata::MetadataValue<_> = format!(
+        "Bearer {}",
+        std::fs::read_to_string(token_file).unwrap().trim()
+    )
+    .parse()
+    .unwrap();
     let quiet_over = monotonic_ns() + u128::from(TTL_MS) * 1_000_000;
     poll(
         "a leader the server agrees on",
@@ -367,14 +425,13 @@ async fn leader_agreed_by_server(
                 return None;
             }
             let (who, token) = current_leader(dir, dead)?;
-            let lease = rpc
-                .get(lease::pb::GetRequest {
-                    name: "x/leader".into(),
-                })
-                .await
-                .ok()?
-                .into_inner()
-                .lease?;
+            let mut request = tonic::Request::new(lease::pb::GetRequest {
+                name: "x/leader".into(),
+            });
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
+            let lease = rpc.get(request).await.ok()?.into_inner().lease?;
             (lease.holder == who && lease.token == token).then_some((who, token))
         },
     )

@@ -69,12 +69,21 @@ async fn mongodb_restores_snapshot_and_point_in_time_fail_time_out_and_check_opt
     let target = |app| Some(("MongoDB", app));
     p.restore(TENANT, "in-place", "nightly", None, json!(null))
         .await;
+    // A point in time after the backup was taken (the restore replays forward from it), written
+    // with an offset that the Percona date turns into UTC.
+    let taken = backup.spec.taken_at.0;
+    let offset = k8s_openapi::jiff::tz::TimeZone::fixed(k8s_openapi::jiff::tz::offset(2));
+    let recovery_time = taken
+        .to_zoned(offset)
+        .strftime("%Y-%m-%dT%H:%M:%S%:z")
+        .to_string();
+    let percona_date = taken.strftime("%Y-%m-%d %H:%M:%S").to_string();
     p.restore(
         TENANT,
         "pitr-copy",
         "nightly",
         target("orders-copy"),
-        json!({"recoveryTime": "2026-03-04T05:06:07+02:00"}),
+        json!({"recoveryTime": recovery_time}),
     )
     .await;
     p.restore(TENANT, "broken", "nightly", target("broken"), json!({}))
@@ -134,9 +143,9 @@ async fn mongodb_restores_snapshot_and_point_in_time_fail_time_out_and_check_opt
     assert_eq!(restore["spec"]["clusterName"], "mongodb-orders-copy");
     assert_eq!(
         restore["spec"]["pitr"],
-        json!({"type": "date", "date": "2026-03-04 03:06:07"})
+        json!({"type": "date", "date": percona_date})
     );
-    assert_eq!(restore["status"]["pitrTarget"], "2026-03-04 03:06:07");
+    assert_eq!(restore["status"]["pitrTarget"], json!(percona_date));
     assert_eq!(
         restore["spec"]["backupSource"]["s3"]["credentialsSecret"],
         "mongodb-orders-copy-s3-creds"

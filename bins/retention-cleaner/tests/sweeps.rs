@@ -677,14 +677,17 @@ async fn only_the_leader_sweeps_and_the_other_replica_takes_over() {
     for job in first {
         failed_job(&h, job, None, two_days_ago, "disk quota exceeded").await;
     }
-    let grpc = h
-        .spawn_lease_server(
+    // The secured lease server, as in production: TLS, the cleaner's ServiceAccount token.
+    let lease = h
+        .spawn_component_lease_server(
             harness::DaemonSpec::new(
                 "lease-server",
                 harness::locate_binary("lease-server").unwrap(),
             )
             // Its own namespace, where its Role lets it keep the epoch ConfigMap.
             .args(["--namespace", "cozy-backup-controller", "--max-ttl", "3s"]),
+            COMPONENT,
+            "cozy-backup-controller",
             READY,
         )
         .await
@@ -692,7 +695,7 @@ async fn only_the_leader_sweeps_and_the_other_replica_takes_over() {
     for who in ["cleaner-0", "cleaner-1"] {
         let spec = harness::DaemonSpec::new(who, harness::locate_binary(COMPONENT).unwrap())
             .args(["--debounce=200ms", "--lease-ttl=3s", "--identity", who])
-            .args(["--lease-endpoint", grpc.as_str()]);
+            .args(lease.args());
         h.spawn_ready(spec, READY).await.unwrap();
     }
     let leader = eventually("every first failure deleted and told", || async {

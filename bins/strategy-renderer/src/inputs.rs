@@ -5,7 +5,8 @@
 //!  ConfigMap <cfg-ns>/<cfg-name>        keeps only data.values.yaml
 //!  BucketClaim <ns>/bucket-<bucket>     re-targeted when the configuration moves it (none for external S3)
 //!  Secret <ns>/<systemSecretName>       re-targeted likewise; keeps only the endpoint
-//!  Bucket, BackupClass, 7 strategy kinds, BSL   every object (a kind not served = empty)
+//!  BackupClass, 7 strategy kinds, BSL   every object (a kind not served = empty)
+//!  Bucket                               only those labelled managed-by=strategy-renderer
 //!        └────────── every change fires one Trigger ──► the evaluation loop
 //! ```
 //!
@@ -141,10 +142,18 @@ impl Inputs {
         let owned = kinds
             .iter()
             .map(|k| {
-                Watch::<DynamicObject>::new_with(client.clone(), k.resource.clone())
+                let watch = Watch::<DynamicObject>::new_with(client.clone(), k.resource.clone())
                     .describe(k.label)
-                    .absent_is_empty()
-                    .cache(ctx, changed)
+                    .absent_is_empty();
+                if k.label == "Bucket" {
+                    // Tenants own Buckets by the thousand; the renderer only ever needs the ones
+                    // carrying its label. The label is one of the rendered values, so an unlabelled
+                    // object would be applied whether it is seen or not.
+                    watch.labels(&ours_selector())
+                } else {
+                    watch
+                }
+                .cache(ctx, changed)
             })
             .collect();
         Self {
@@ -235,6 +244,15 @@ impl Inputs {
             .zip(&self.owned)
             .find(|(k, _)| k.label == kind)
     }
+}
+
+/// The label selector of the objects the renderer writes.
+fn ours_selector() -> String {
+    format!(
+        "{}={}",
+        strategy_render::MANAGED_BY_LABEL,
+        strategy_render::MANAGED_BY_VALUE
+    )
 }
 
 /// The ConfigMap cache keeps only `data.values.yaml`.

@@ -221,7 +221,8 @@ impl Renderer {
             action: "Render".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        // Each distinct refusal is an Event of its own: in a series only the first note shows.
+        if let Err(e) = self.recorder.publish_single(&event, &reference).await {
             tracing::warn!(error = %e, "could not publish the configuration Event");
         }
     }

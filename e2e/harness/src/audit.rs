@@ -24,6 +24,8 @@ pub struct Request {
     pub user_agent: String,
     /// Raw query string.
     pub query: String,
+    /// When it arrived (RFC 3339, whole seconds).
+    pub time: String,
     /// The authenticated user (`system:serviceaccount:<ns>:<name>`, the admin's name,
     /// `system:anonymous`), empty when the credentials were refused.
     pub user: String,
@@ -47,6 +49,7 @@ impl Request {
             code: u16::try_from(v["code"].as_u64().unwrap_or(0)).unwrap_or(0),
             user_agent: s("userAgent").unwrap_or_default(),
             query: s("query").unwrap_or_default(),
+            time: s("time").unwrap_or_default(),
             user: s("user").unwrap_or_default(),
         })
     }
@@ -177,6 +180,30 @@ impl Audit {
         self.writes(Some("create"), resource, None, None)
             .filter(|r| r.group == group && r.user_agent.starts_with(user_agent))
             .count()
+    }
+
+    /// Requests (any verb, any outcome) by clients whose User-Agent starts with `user_agent`, per
+    /// second of arrival.
+    pub fn per_second(&self, user_agent: &str) -> std::collections::BTreeMap<&str, usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for r in self
+            .requests
+            .iter()
+            .filter(|r| r.user_agent.starts_with(user_agent))
+        {
+            *out.entry(r.time.as_str()).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// The request rate of one client: `(total, peak)`: how many requests it made and the most it
+    /// made within one second.
+    pub fn rate(&self, user_agent: &str) -> (usize, usize) {
+        let per_second = self.per_second(user_agent);
+        (
+            per_second.values().sum(),
+            per_second.values().copied().max().unwrap_or(0),
+        )
     }
 
     /// How many successful writes match (see [`Audit::writes`]).

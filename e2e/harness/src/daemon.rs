@@ -282,6 +282,16 @@ impl Daemon {
     }
 
     /// SIGKILL and reap.
+    /// Panics unless the daemon is still running, was started once and never panicked: what
+    /// every bad-input and API-fault scenario asserts at its end.
+    pub fn assert_unharmed(&mut self) {
+        let name = self.spec.name.clone();
+        assert!(self.is_running(), "{name} exited:\n{}", self.log());
+        assert_eq!(self.starts, 1, "{name} was restarted");
+        let log = self.log();
+        assert!(!log.contains("panicked"), "{name} panicked:\n{log}");
+    }
+
     pub async fn kill(&mut self) -> Result<(), Error> {
         if let Some(mut c) = self.child.take() {
             c.start_kill().map_err(|source| Error::Process {

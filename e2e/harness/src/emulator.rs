@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use kube_emulator::{Config, Emulator, Running};
+use kube_emulator::{Chaos, ChaosCounts, Config, Emulator, Running};
 use serde_json::Value;
 
 use crate::daemon::{Daemon, DaemonSpec};
@@ -22,7 +22,7 @@ pub enum EmulatorMode {
 }
 
 enum Backend {
-    InProcess(Running),
+    InProcess(Box<Running>),
     Process(Box<Daemon>),
 }
 
@@ -90,7 +90,7 @@ impl Harness {
                 runtime = Some(rt);
                 let url = running.url();
                 let token = running.admin_token().to_owned();
-                (Backend::InProcess(running), url, token)
+                (Backend::InProcess(Box::new(running)), url, token)
             }
             EmulatorMode::Process(bin) => {
                 let mut spec = DaemonSpec::new("kube-emulator", bin)
@@ -158,6 +158,73 @@ impl Harness {
             Backend::InProcess(r) => Some(r),
             Backend::Process(_) => None,
         }
+    }
+
+    fn in_process(&mut self, what: &str) -> Result<&mut Running, Error> {
+        match &mut self.backend {
+            Backend::InProcess(r) => Ok(r),
+            Backend::Process(_) => Err(Error::Unsupported(format!(
+                "{what} needs the in-process emulator"
+            ))),
+        }
+    }
+
+    /// Sets (Some) or clears (None) the emulator's seeded fault schedule.
+    pub fn set_chaos(&mut self, schedule: Option<Chaos>) -> Result<(), Error> {
+        self.in_process("a chaos schedule")?
+            .set_chaos(schedule)
+            .map_err(Error::Emulator)
+    }
+
+    /// What the current (or last) chaos schedule injected.
+    pub fn chaos_counts(&mut self) -> Result<ChaosCounts, Error> {
+        Ok(self.in_process("chaos counts")?.chaos_counts())
+    }
+
+    /// Takes the API server down (watches end, connections are refused); its state is kept. Daemons
+    /// keep running.
+    pub async fn stop_api_server(&mut self) -> Result<(), Error> {
+        self.in_process("an API server restart")?
+            .stop_serving()
+            .await;
+        Ok(())
+    }
+
+    /// Serves again on the same port with the state kept by [`Harness::stop_api_server`].
+    pub async fn start_api_server(&mut self) -> Result<(), Error> {
+        self.in_process("an API server restart")?
+            .serve_again()
+            .await
+            .map_err(Error::Emulator)
+    }
+
+    /// An API server outage observed from the daemons: stops the API server, waits until every
+    /// named daemon's `/ready` answers 503, serves again and waits until each answers 200. Returns
+    /// each daemon's `/ready` body during the outage (the reasons it gave).
+    pub async fn api_server_outage(
+        &mut self,
+        daemons: &[&str],
+        timeout: Duration,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let mut admins = Vec::new();
+        for name in daemons {
+            admins.push(((*name).to_owned(), self.daemon(name)?.admin().await?));
+        }
+        self.stop_api_server().await?;
+        let mut reports = Vec::new();
+        for (name, admin) in &admins {
+            let report = poll_ready(admin, false, timeout)
+                .await
+                .ok_or_else(|| Error::Timeout(format!("{name} to report the outage on /ready")))?;
+            reports.push((name.clone(), report));
+        }
+        self.start_api_server().await?;
+        for (name, admin) in &admins {
+            poll_ready(admin, true, timeout)
+                .await
+                .ok_or_else(|| Error::Timeout(format!("{name} to be ready after the outage")))?;
+        }
+        Ok(reports)
     }
 
     /// Creates a namespace named `e2e-<prefix>-xxxxx`; it is deleted by [`Harness::cleanup`].
@@ -343,6 +410,24 @@ impl Harness {
             d.kill().await?;
         }
         Ok(())
+    }
+}
+
+/// Polls `/ready` until it answers 200 (`ready`) or 503 (not `ready`); the body, or None at the deadline.
+async fn poll_ready(admin: &crate::Admin, ready: bool, timeout: Duration) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let a = admin.clone();
+        let (code, body) = tokio::task::spawn_blocking(move || a.get("/ready"))
+            .await
+            .unwrap_or_default();
+        if (ready && code == 200) || (!ready && code == 503) {
+            return Some(body);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

@@ -1,8 +1,12 @@
 //! Replicas of one daemon on the real `lease-server` binary, for failover tests.
 //!
 //! ```text
-//!  Failover::start(h, spec, …) ──► lease-server (--max-ttl = TTL, gRPC on 127.0.0.1:<port>)
-//!      │                           replica-1 … replica-N (--lease-endpoint, --identity, --lease-ttl)
+//!  Failover::start(h, spec, …) ──► lease-server (--max-ttl = TTL, TLS on 127.0.0.1:<port>,
+//!      │                           --authorize <the component's account>=<component>/)
+//!      │                           a token of ServiceAccount <component> (in the test's namespace)
+//!      │                           for the lease audience, from TokenRequest
+//!      │                           replica-1 … replica-N (--lease-endpoint https://…,
+//!      │                           --lease-ca-file, --lease-token-file, --identity, --lease-ttl)
 //!      ├─ leader(h)                the one replica whose `cozy_backups_<component>_leader` is 1
 //!      ├─ takeover(h, from, t0)    polls the others every 10 ms: who leads next, and when
 //!      ├─ LeaderMonitor            a thread sampling every replica's gauge: the most replicas
@@ -11,13 +15,15 @@
 //! ```
 //!
 //! Leadership is read from each replica's `/metrics` (the gauge the runtime keeps equal to the
-//! elector's state), so tests observe what an operator would.
+//! elector's state), so tests observe what an operator would. The lease path is the production
+//! one: TLS, a ServiceAccount token reviewed with TokenReview, authorization by prefix
+//! ([`Failover::start_insecure`] keeps the plaintext `--insecure` server for a test that needs it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Admin, DaemonSpec, Error, Harness};
+use crate::{Admin, DaemonSpec, Error, Harness, SecureLeaseServer};
 
 /// The harness name of the lease server a [`Failover`] starts.
 pub const LEASE_SERVER: &str = "lease-server";
@@ -45,18 +51,48 @@ pub struct Failover {
     /// The `--lease-ttl` every replica uses (also the server's `--max-ttl`, so its quiet period
     /// after a restart is one TTL).
     pub ttl: Duration,
+    /// The secured server's endpoint and certificates, and the replicas' token file (`None` for
+    /// [`Failover::start_insecure`]).
+    pub secure: Option<(SecureLeaseServer, std::path::PathBuf)>,
 }
 
 impl Failover {
-    /// Starts a lease server (keeping its epoch in `namespace`, which must exist) and `n` replicas
-    /// built by `spec(name)` with the lease flags added, and waits until each is ready. Replica
-    /// names are `<component>-1` … `<component>-n`.
+    /// Starts a lease server (keeping its epoch in `namespace`, which must exist) serving TLS and
+    /// authenticating callers, and `n` replicas built by `spec(name)` with the lease flags added,
+    /// and waits until each is ready. The replicas authenticate as the ServiceAccount `component`
+    /// in `namespace` (created if missing), which the server authorizes for `<component>/`.
+    /// Replica names are `<component>-1` … `<component>-n`.
     pub async fn start(
         h: &mut Harness,
         component: &str,
         namespace: &str,
         n: usize,
         ttl: Duration,
+        spec: impl Fn(&str) -> DaemonSpec,
+    ) -> Result<Self, Error> {
+        Self::start_with(h, component, namespace, n, ttl, true, spec).await
+    }
+
+    /// As [`Failover::start`], on a plaintext lease server without authentication
+    /// (`--insecure`, `http://`).
+    pub async fn start_insecure(
+        h: &mut Harness,
+        component: &str,
+        namespace: &str,
+        n: usize,
+        ttl: Duration,
+        spec: impl Fn(&str) -> DaemonSpec,
+    ) -> Result<Self, Error> {
+        Self::start_with(h, component, namespace, n, ttl, false, spec).await
+    }
+
+    async fn start_with(
+        h: &mut Harness,
+        component: &str,
+        namespace: &str,
+        n: usize,
+        ttl: Duration,
+        secure: bool,
         spec: impl Fn(&str) -> DaemonSpec,
     ) -> Result<Self, Error> {
         let ttl_arg = format!("{}ms", ttl.as_millis());
@@ -66,13 +102,25 @@ impl Failover {
             "--max-ttl",
             &ttl_arg,
         ]);
-        let grpc = h.spawn_lease_server(server, crate::DEADLINE).await?;
+        let (grpc, lease_args, secure) = if secure {
+            let lease = h
+                .spawn_component_lease_server(server, component, namespace, crate::DEADLINE)
+                .await?;
+            let args = lease.args();
+            (
+                lease.server.addr.clone(),
+                args,
+                Some((lease.server, lease.token_file)),
+            )
+        } else {
+            let grpc = h.spawn_lease_server(server, crate::DEADLINE).await?;
+            let args = vec!["--lease-endpoint".to_owned(), grpc.clone()];
+            (grpc, args, None)
+        };
         let mut replicas = Vec::new();
         for i in 1..=n {
             let name = format!("{component}-{i}");
-            let spec = spec(&name).args([
-                "--lease-endpoint",
-                &grpc,
+            let spec = spec(&name).args(lease_args.iter().cloned()).args([
                 "--identity",
                 &name,
                 "--lease-ttl",
@@ -84,11 +132,42 @@ impl Failover {
         for name in &replicas {
             h.daemon(name)?.wait_ready(crate::DEADLINE).await?;
         }
-        Ok(Self {
+        let f = Self {
             component: component.into(),
             replicas,
             grpc,
             ttl,
+            secure,
+        };
+        if f.secure.is_some() {
+            // Ready only says the server answered; this says it authenticated and authorized them.
+            let deadline = Instant::now() + crate::DEADLINE;
+            while f.check_authenticated(h)?.is_err() && Instant::now() < deadline {
+                tokio::time::sleep(SAMPLE_EVERY).await;
+            }
+            f.check_authenticated(h)?.map_err(Error::Timeout)?;
+        }
+        Ok(f)
+    }
+
+    /// On a secured server: `Ok` when the server has authenticated a caller by TokenReview and
+    /// refused nobody (no `UNAUTHENTICATED`, `PERMISSION_DENIED` or `UNAVAILABLE` for a review),
+    /// else what its metrics show.
+    pub fn check_authenticated(&self, h: &mut Harness) -> Result<Result<(), String>, Error> {
+        let admin = Admin::new(h.daemon(LEASE_SERVER)?.admin_addr.clone());
+        let metrics = admin.metrics();
+        let reviewed = metrics.value(
+            "cozy_backups_lease_server_token_reviews_total",
+            &[("result", "authenticated")],
+        );
+        let refused = metrics.sum("cozy_backups_lease_server_auth_refusals_total", &[]);
+        Ok(if reviewed >= 1.0 && refused == 0.0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the lease server to authenticate the replicas and refuse none \
+                 ({reviewed} authenticated reviews, {refused} refusals)"
+            ))
         })
     }
 

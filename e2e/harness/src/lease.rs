@@ -9,6 +9,9 @@
 //!  lease_token(ns, sa) ─► ServiceAccount (created if missing) ─► TokenRequest (audience) ─► file
 //!  SecureLeaseServer::client_env(token) ─► LEASE_ENDPOINT=https://127.0.0.1:PORT, LEASE_CA_FILE,
 //!                                          LEASE_TOKEN_FILE
+//!  spawn_component_lease_server(spec, component, ns) ─► the secure server with
+//!      --authorize system:serviceaccount:<ns>:<component>=<component>/, and a lease token of that
+//!      ServiceAccount ─► ComponentLease::args(): the replicas' --lease-* flags
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -127,6 +130,30 @@ impl SecureLeaseServer {
     }
 }
 
+/// A secured lease server for the replicas of one component, and the token they authenticate
+/// with.
+#[derive(Debug, Clone)]
+pub struct ComponentLease {
+    /// The server.
+    pub server: SecureLeaseServer,
+    /// A lease-audience token of the component's ServiceAccount.
+    pub token_file: PathBuf,
+}
+
+impl ComponentLease {
+    /// A replica's flags: `--lease-endpoint https://…`, `--lease-ca-file`, `--lease-token-file`.
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--lease-endpoint".to_owned(),
+            self.server.endpoint.clone(),
+            "--lease-ca-file".to_owned(),
+            self.server.tls.ca_file.display().to_string(),
+            "--lease-token-file".to_owned(),
+            self.token_file.display().to_string(),
+        ]
+    }
+}
+
 /// The files an in-process lease client needs.
 #[derive(Debug, Clone)]
 pub struct SecurityFiles {
@@ -171,6 +198,27 @@ impl Harness {
             addr,
             tls,
         })
+    }
+
+    /// Spawns a secured lease server (as [`Harness::spawn_secure_lease_server`]) that authorizes
+    /// the ServiceAccount `component` in `namespace` (created if missing) for the leases
+    /// `<component>/…` and nobody else, and issues that account a lease token.
+    pub async fn spawn_component_lease_server(
+        &mut self,
+        spec: DaemonSpec,
+        component: &str,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<ComponentLease, Error> {
+        let token_file = self
+            .service_account_token(namespace, component, LEASE_AUDIENCE)
+            .await?;
+        let spec = spec.args([
+            "--authorize".to_owned(),
+            format!("system:serviceaccount:{namespace}:{component}={component}/"),
+        ]);
+        let server = self.spawn_secure_lease_server(spec, timeout).await?;
+        Ok(ComponentLease { server, token_file })
     }
 
     /// Spawns a `lease-server` binary with its gRPC listener on `127.0.0.1:0` and otherwise its

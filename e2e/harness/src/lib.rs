@@ -13,10 +13,13 @@
 //!      │                                how long a takeover took, were there ever two leaders
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
+//!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
+//!  faults: the fixed chaos schedule, request-rate bound, survival checks
 //!  test kit: eventually()/until() (polling with a deadline), Admin + Metrics (/ready, /metrics),
-//!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders)
+//!            leak::assert_no_leaks (secret values in any form), fixtures (resource builders),
+//!            bad_input (a table row's wait for its named end; the daemon-survived check)
 //! ```
 //! Invariants: every daemon binds a loopback port of its own choosing and reports it; each harness has
 //! its own emulator and work directory, so tests never share state; daemons are killed when the harness
@@ -24,10 +27,13 @@
 
 mod admin;
 pub mod audit;
+pub mod bad_input;
+mod binary;
 mod daemon;
 pub mod dataplane;
 mod emulator;
 pub mod failover;
+pub mod faults;
 pub mod fixtures;
 mod http;
 pub mod identity;
@@ -45,8 +51,8 @@ pub use audit::{Audit, Request};
 pub use daemon::{AddressReport, Daemon, DaemonSpec, Identity};
 pub use dataplane::DataPlane;
 pub use emulator::EmulatorMode;
-pub use kube_emulator::{Fault, Hold};
-pub use lease::{LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
+pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};
+pub use lease::{ComponentLease, LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
 
 /// Errors of the harness.
@@ -69,12 +75,26 @@ pub enum Error {
         "binary {0} not found (set CARGO_BIN_EXE_{0} or build it with `cargo build --bin {0}`)"
     )]
     BinaryNotFound(String),
+    /// A binary older than its sources that could not be rebuilt.
+    #[error(
+        "binary {} is out of date ({why}): rebuild it with `cargo build --bins`",
+        path.display()
+    )]
+    StaleBinary {
+        /// The binary.
+        path: PathBuf,
+        /// The newer source and why building failed.
+        why: String,
+    },
     /// Something did not happen in time.
     #[error("timed out waiting for {0}")]
     Timeout(String),
     /// A Kubernetes API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The operation needs another emulator mode.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// No daemon of that name.
     #[error("no daemon named {0}")]
     UnknownDaemon(String),
@@ -100,27 +120,11 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-/// Finds a binary built by cargo: `CARGO_BIN_EXE_<name>` first, then the target dir's debug/release.
+/// Finds a binary built by cargo: `CARGO_BIN_EXE_<name>` first, then the target dir's profile
+/// directories; a copy older than its sources is rebuilt first (`cargo build --bin <name>`) when
+/// run by cargo, else refused with [`Error::StaleBinary`] — a test never runs outdated code.
 pub fn locate_binary(name: &str) -> Result<PathBuf, Error> {
-    if let Some(p) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")) {
-        return Ok(PathBuf::from(p));
-    }
-    // A test binary lives in target/<profile>/deps; its grandparent is target/<profile>.
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(profile_dir) = exe.parent().and_then(Path::parent) {
-            candidates.push(profile_dir.join(name));
-        }
-        if let Some(dir) = exe.parent() {
-            candidates.push(dir.join(name));
-        }
-    }
-    candidates.push(target_dir().join("debug").join(name));
-    candidates.push(target_dir().join("release").join(name));
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or_else(|| Error::BinaryNotFound(name.to_string()))
+    binary::locate(name)
 }
 
 pub use emulator::Harness;

@@ -232,6 +232,7 @@ mod tests {
             code: 200,
             user_agent: "d/1".into(),
             query: String::new(),
+            time: String::new(),
             user: String::new(),
         }
     }

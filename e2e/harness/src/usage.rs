@@ -477,6 +477,7 @@ subjects:
             user_agent: String::new(),
             query: String::new(),
             user: "system:serviceaccount:sys:sa".into(),
+            time: String::new(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | GET, DELETE | `/emulator/v1/audit` | JSONL of every API request / clear it |
 //! | GET, POST, DELETE | `/emulator/v1/faults` | list / add `{"verb","resource","code","rate","count"}` / clear |
+//! | GET, PUT, DELETE | `/emulator/v1/chaos` | `{"schedule", "counts"}` / set a seeded fault schedule ([`crate::chaos::Chaos`]) / clear it (the counts stay) |
 //! | PUT | `/emulator/v1/latency` | `{"millis": N}` added before every API request |
 //! | GET, POST, DELETE | `/emulator/v1/holds` | `{"rules", "held"}` / add a one-shot `{"verb","group","resource","subresource","userAgent"}` rule / clear the rules and release every held answer |
 //! | POST | `/emulator/v1/watches/drop` | ends every open watch stream |
@@ -106,6 +107,10 @@ pub(crate) struct Admin {
     pub(crate) held: u64,
     /// Added before each API request.
     pub(crate) latency: Duration,
+    /// The seeded fault schedule, if one is set.
+    pub(crate) chaos: Option<crate::chaos::ChaosState>,
+    /// Counters of the last schedule, kept after it is cleared.
+    pub(crate) chaos_counts: crate::chaos::ChaosCounts,
 }
 
 impl Admin {
@@ -177,6 +182,39 @@ impl Admin {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Sets (Some) or clears (None) the chaos schedule; a new schedule starts from its seed with zeroed
+    /// counters.
+    pub(crate) fn set_chaos(&mut self, schedule: Option<crate::chaos::Chaos>) {
+        if let Some(old) = self.chaos.take() {
+            self.chaos_counts = old.counts().clone();
+        }
+        if let Some(s) = schedule {
+            self.chaos_counts = crate::chaos::ChaosCounts::default();
+            self.chaos = Some(crate::chaos::ChaosState::new(s));
+        }
+    }
+
+    /// The schedule (if any) and the counters of the current (or last) one.
+    pub(crate) fn chaos_report(&self) -> Value {
+        match &self.chaos {
+            Some(c) => json!({"schedule": c.schedule(), "counts": c.counts()}),
+            None => json!({"schedule": null, "counts": self.chaos_counts}),
+        }
+    }
+
+    /// The chaos plan of one API request ([`crate::chaos::Plan::Pass`] without a schedule).
+    pub(crate) fn chaos_plan(
+        &mut self,
+        verb: &str,
+        watch_resume: bool,
+        user_agent: &str,
+    ) -> crate::chaos::Plan {
+        match self.chaos.as_mut() {
+            Some(c) => c.plan(verb, watch_resume, user_agent),
+            None => crate::chaos::Plan::Pass,
         }
     }
 

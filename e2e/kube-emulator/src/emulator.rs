@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use crate::admin::{Admin, Fault, Hold};
+use crate::chaos::{Chaos, ChaosCounts};
 use crate::server::handle;
 use crate::shared::Inner;
 use crate::store::{State, WriteOpts};
@@ -42,6 +43,9 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
+    /// The chaos schedule is out of range (the message names the field).
+    #[error("invalid chaos schedule: {0}")]
+    Chaos(String),
     /// Building the kube client failed.
     #[error("building a kube client: {0}")]
     Client(#[from] kube::Error),
@@ -84,6 +88,8 @@ pub struct Config {
     pub audit_log: Option<PathBuf>,
     /// Authentication and RBAC (default on).
     pub auth: Auth,
+    /// A seeded fault schedule active from the start (see [`Chaos`]).
+    pub chaos: Option<Chaos>,
 }
 
 impl Default for Config {
@@ -99,6 +105,7 @@ impl Default for Config {
             snapshot: None,
             audit_log: None,
             auth: Auth::On,
+            chaos: None,
         }
     }
 }
@@ -141,6 +148,12 @@ pub struct Running {
     snapshot: Option<PathBuf>,
     server: Option<tokio::task::JoinHandle<()>>,
     ca_pem: String,
+    /// The CA and server certificate, kept to serve again after a stop.
+    certs: crate::tls::Certificates,
+    history_size: usize,
+    bookmark_interval: Duration,
+    /// The stored state while stopped by [`Running::stop_serving`].
+    stopped: Option<Value>,
 }
 
 impl Emulator {
@@ -188,21 +201,13 @@ impl Emulator {
             })?;
             state.restore(&v);
         }
-        let (drop_watches, _) = watch::channel(0u64);
-        let (release_holds, _) = watch::channel(0u64);
-        let (shutdown, _) = watch::channel(false);
-        let inner = Arc::new(Inner {
-            state: Mutex::new(state),
-            admin: Mutex::new(Admin::new(audit_file)),
-            changed: Notify::new(),
-            drop_watches,
-            release_holds,
-            shutdown,
-            bookmark_interval: config.bookmark_interval,
-            addr: addr.to_string(),
-            openapi: Mutex::new(crate::openapi::Cache::default()),
-            auth: crate::auth::Authenticator::new(config.auth == Auth::On),
-        });
+        let mut admin = Admin::new(audit_file);
+        if let Some(c) = &config.chaos {
+            c.validate().map_err(Error::Chaos)?;
+            admin.set_chaos(Some(c.clone()));
+        }
+        let auth = Arc::new(crate::auth::Authenticator::new(config.auth == Auth::On));
+        let inner = new_inner(state, admin, auth, addr, config.bookmark_interval);
         for dir in &config.crd_dirs {
             load_manifests(&inner, dir)?;
         }
@@ -228,18 +233,7 @@ impl Emulator {
         } else {
             write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &config.namespace)?;
         }
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(inner.clone());
-        let mut shutdown_rx = inner.shutdown.subscribe();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = shutdown_rx.changed().await;
-                })
-                .await;
-        });
-        tokio::spawn(crate::controllers::run(inner.clone()));
+        let server = serve(listener, &inner);
         tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "kube-emulator listening");
         Ok(Running {
             inner,
@@ -248,9 +242,54 @@ impl Emulator {
             temp_dir,
             snapshot: config.snapshot.clone(),
             server: Some(server),
-            ca_pem: certs.ca_pem,
+            ca_pem: certs.ca_pem.clone(),
+            certs,
+            history_size: config.history_size,
+            bookmark_interval: config.bookmark_interval,
+            stopped: None,
         })
     }
+}
+
+fn new_inner(
+    state: State,
+    admin: Admin,
+    auth: Arc<crate::auth::Authenticator>,
+    addr: SocketAddr,
+    bookmark_interval: Duration,
+) -> Arc<Inner> {
+    let (drop_watches, _) = watch::channel(0u64);
+    let (release_holds, _) = watch::channel(0u64);
+    let (shutdown, _) = watch::channel(false);
+    Arc::new(Inner {
+        state: Mutex::new(state),
+        admin: Mutex::new(admin),
+        changed: Notify::new(),
+        drop_watches,
+        release_holds,
+        shutdown,
+        bookmark_interval,
+        addr: addr.to_string(),
+        openapi: Mutex::new(crate::openapi::Cache::default()),
+        auth,
+    })
+}
+
+/// Serves `inner` on `listener` until its shutdown signal, with the bundled controllers.
+fn serve(listener: crate::tls::DualListener, inner: &Arc<Inner>) -> tokio::task::JoinHandle<()> {
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(inner.clone());
+    let mut shutdown_rx = inner.shutdown.subscribe();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown_rx.changed().await;
+            })
+            .await;
+    });
+    tokio::spawn(crate::controllers::run(inner.clone()));
+    server
 }
 
 /// Writes a kubeconfig pointing at `server` with a context namespace (no credentials: for an emulator
@@ -539,6 +578,93 @@ impl Running {
     /// Ends every open watch stream.
     pub fn drop_watches(&self) {
         self.inner.drop_watches.send_modify(|n| *n += 1);
+    }
+
+    /// Sets (Some) or clears (None) the seeded fault schedule; a new one starts from its seed with
+    /// zeroed counters.
+    pub fn set_chaos(&self, schedule: Option<Chaos>) -> Result<(), Error> {
+        if let Some(c) = &schedule {
+            c.validate().map_err(Error::Chaos)?;
+        }
+        self.inner.admin().set_chaos(schedule);
+        Ok(())
+    }
+
+    /// What the current (or last) chaos schedule injected so far.
+    pub fn chaos_counts(&self) -> ChaosCounts {
+        let report = self.inner.admin().chaos_report();
+        serde_json::from_value(report["counts"].clone()).unwrap_or_default()
+    }
+
+    /// Stops serving like an API server going down: every watch stream ends, held answers are
+    /// released, the port stops accepting connections (clients get "connection refused") and the
+    /// stored state is kept as a snapshot (also written to the snapshot file, if configured). The
+    /// audit log, fault rules and chaos schedule survive. No-op when already stopped.
+    pub async fn stop_serving(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let _ = self.inner.shutdown.send(true);
+        if let Some(s) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+        // Taken once nothing is served any more, so no answered write is missing from it.
+        let snap = self.inner.st().snapshot();
+        if let Some(p) = &self.snapshot {
+            let _ = std::fs::write(p, serde_json::to_vec(&snap).unwrap_or_default());
+        }
+        self.stopped = Some(snap);
+    }
+
+    /// Serves again on the same address, from the snapshot taken by [`Running::stop_serving`]:
+    /// the same objects and resourceVersion counter, an empty watch history (a watch resuming from
+    /// an older resourceVersion gets 410 Expired and relists, as after an etcd compaction), the pod
+    /// logs, audit log, faults, chaos schedule, certificates and tokens carried over. No-op while serving.
+    pub async fn serve_again(&mut self) -> Result<(), Error> {
+        let Some(snap) = self.stopped.take() else {
+            return Ok(());
+        };
+        let bind = self.addr.to_string();
+        // The old server's connections may take a moment to close; the bind retries briefly.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(&bind).await {
+                Ok(l) => break l,
+                Err(source) if tokio::time::Instant::now() > deadline => {
+                    self.stopped = Some(snap);
+                    return Err(Error::Listen { addr: bind, source });
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let listener = match crate::tls::DualListener::new(listener, &self.certs) {
+            Ok(l) => l,
+            Err(source) => {
+                self.stopped = Some(snap);
+                return Err(Error::Listen { addr: bind, source });
+            }
+        };
+        let mut state = State::new(self.history_size);
+        state.restore(&snap);
+        state.logs = std::mem::take(&mut self.inner.st().logs);
+        let admin = std::mem::take(&mut *self.inner.admin());
+        // The same tokens stay valid (the daemons' kubeconfigs and ServiceAccount tokens).
+        let auth = self.inner.auth.clone();
+        self.inner = new_inner(state, admin, auth, self.addr, self.bookmark_interval);
+        self.server = Some(serve(listener, &self.inner));
+        tracing::info!(addr = %self.addr, "kube-emulator serving again");
+        Ok(())
+    }
+
+    /// [`Running::stop_serving`], then [`Running::serve_again`] at once.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        self.stop_serving().await;
+        self.serve_again().await
+    }
+
+    /// True between [`Running::stop_serving`] and [`Running::serve_again`].
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.is_some()
     }
 
     /// The current global resourceVersion.

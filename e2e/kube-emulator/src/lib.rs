@@ -19,13 +19,14 @@
 //! Module layers (each depends only on layers above it, so there are no module cycles):
 //! `json`, `kinds` (leaves) → `selector`, `error`, `printers`, `openapi` → `schema`, `validation`,
 //! `patch`, `ssa`, `table`, `discovery`, `protobuf`, `tls` → `store` → `auth` (tokens, RBAC, reviews),
-//! `admin`, `shared` (the state behind the HTTP server and the controllers) →
+//! `chaos`, `admin`, `shared` (the state behind the HTTP server and the controllers) →
 //! `server`, `controllers` → `emulator` → `cli`.
 //!
 //! Use from tests: `let emu = Emulator::start(Config::default()).await?; let client = emu.client();`.
 
 mod admin;
 mod auth;
+mod chaos;
 pub mod cli;
 mod controllers;
 mod discovery;
@@ -49,6 +50,7 @@ mod validation;
 
 pub use admin::{Fault, Hold};
 pub use auth::ADMIN_USER;
+pub use chaos::{Chaos, ChaosCounts, Mix};
 pub use emulator::{
     Auth, Config, Emulator, Error, Running, client_for, read_manifests, write_kubeconfig,
 };

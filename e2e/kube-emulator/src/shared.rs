@@ -31,7 +31,7 @@ pub(crate) struct Inner {
     /// OpenAPI documents built so far.
     pub(crate) openapi: Mutex<crate::openapi::Cache>,
     /// Authentication: the admin token, issued ServiceAccount tokens.
-    pub(crate) auth: crate::auth::Authenticator,
+    pub(crate) auth: std::sync::Arc<crate::auth::Authenticator>,
 }
 
 impl Inner {

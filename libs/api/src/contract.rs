@@ -265,6 +265,9 @@ pub mod event_reasons {
     pub const MALFORMED_SNAPSHOT: &str = "MalformedSnapshot";
     /// RestoreJob: an option key the driver does not know.
     pub const UNKNOWN_RESTORE_OPTION: &str = "UnknownRestoreOption";
+    /// RestoreJob (ours): an option whose value cannot apply (a timeout that is not positive), so
+    /// the driver's default applies instead.
+    pub const RESTORE_OPTION_IGNORED: &str = "RestoreOptionIgnored";
     /// RestoreJob (CNPG): recovery pod logs could not be read.
     pub const RECOVERY_CLASSIFICATION_FORBIDDEN: &str = "RecoveryClassificationForbidden";
     /// RestoreJob: cleanup on deletion failed.

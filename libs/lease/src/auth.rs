@@ -27,8 +27,7 @@ use futures::future::{BoxFuture, Shared};
 use sha2::{Digest, Sha256};
 use tonic::Status;
 
-use crate::service::Clock;
-use crate::state::Now;
+use crate::state::{Clock, Now};
 
 /// The answer of a token review that could be made.
 #[derive(Clone, Debug, PartialEq, Eq)]

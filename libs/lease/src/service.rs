@@ -101,8 +101,7 @@ pub fn code_label(code: tonic::Code) -> &'static str {
     }
 }
 
-/// The time source of the service (the real clock in production, a stepped one in tests).
-pub type Clock = Arc<dyn Fn() -> Now + Send + Sync>;
+pub use crate::state::Clock;
 
 struct Shared {
     table: Mutex<LeaseTable>,

@@ -46,6 +46,10 @@ pub fn token_epoch(token: u64) -> u64 {
     token >> COUNTER_BITS
 }
 
+/// The time source of the lease service and its authenticator (the real clock in production, a
+/// stepped one in tests).
+pub type Clock = std::sync::Arc<dyn Fn() -> Now + Send + Sync>;
+
 /// A point in time as the state machine sees it: the server's monotonic clock, plus its wall clock
 /// (used only for restart proofs, which must be checked by a later process).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

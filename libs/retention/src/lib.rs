@@ -209,10 +209,16 @@ impl Sweep {
     }
 }
 
-/// A Kubernetes time as a chrono instant.
+/// A Kubernetes time as a chrono instant. Whole seconds and the fraction separately: a count of
+/// nanoseconds only spans the years 1677 to 2262, and a time outside them (a Backup `takenAt` in
+/// year 1 or 9999) used to become the Unix epoch, making a far-future Backup the oldest.
 pub fn instant(t: &Time) -> DateTime<Utc> {
-    i64::try_from(t.0.as_nanosecond())
-        .map(DateTime::from_timestamp_nanos)
+    let n = t.0.as_nanosecond();
+    let (secs, nanos) = (n.div_euclid(1_000_000_000), n.rem_euclid(1_000_000_000));
+    i64::try_from(secs)
+        .ok()
+        .zip(u32::try_from(nanos).ok())
+        .and_then(|(s, ns)| DateTime::from_timestamp(s, ns))
         .unwrap_or_default()
 }
 

@@ -1068,3 +1068,20 @@ fn human_durations() {
         assert_eq!(human(Duration::from_secs(s)), want);
     }
 }
+
+#[test]
+fn instants_outside_the_nanosecond_range_keep_their_year() {
+    let t = |s: &str| Time(s.parse().unwrap());
+    assert_eq!(
+        crate::instant(&t("0001-01-01T00:00:00Z")).to_rfc3339(),
+        "0001-01-01T00:00:00+00:00"
+    );
+    assert_eq!(
+        crate::instant(&t("9999-01-01T00:00:00.5Z")).to_rfc3339(),
+        "9999-01-01T00:00:00.500+00:00"
+    );
+    assert_eq!(
+        crate::instant(&t("1969-12-31T23:59:59.25Z")).to_rfc3339(),
+        "1969-12-31T23:59:59.250+00:00"
+    );
+}

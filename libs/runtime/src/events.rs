@@ -48,6 +48,19 @@ impl Recorder {
         if name.len() <= NAME_MAX_FOR_RECORDER {
             return self.inner.publish(ev, reference).await;
         }
+        self.publish_single(ev, reference).await
+    }
+
+    /// Publishes `ev` about `reference` as an Event of its own, never folded into a series. kube's
+    /// recorder keeps the first note of a series and only counts the later ones, so a caller
+    /// whose notes differ and must each be read (a configuration refused for a new reason)
+    /// publishes them this way; the caller keeps their number down (once per distinct note).
+    pub async fn publish_single(
+        &self,
+        ev: &Event,
+        reference: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let name = reference.name.as_deref().unwrap_or_default();
         let namespace = reference
             .namespace
             .clone()

@@ -15,7 +15,8 @@
 //! Every watch registers one readiness check (`watch <Kind> <target>`): pending until the initial
 //! list completed, not ready with the missing RBAC rule named while the API answers 403, ready
 //! ("kind not served; treated as empty") on 404 when the watch opted in with
-//! [`Watch::absent_is_empty`].
+//! [`Watch::absent_is_empty`]; not ready ("API server unreachable: …") while the API server cannot
+//! be reached, then ready again once a fresh list completed.
 //!
 //! Invariants: a consumer never sees a partial list as the state (a relist replaces the view at
 //! its end, so an object deleted while disconnected disappears); an object that does not
@@ -355,11 +356,56 @@ impl<K: Watchable> Watch<K> {
         // forbidden one) would be retried every 800 ms forever. `Init` is therefore held back
         // here and re-created by the policy when the list actually delivers something; failures
         // back off exponentially to 30 s.
-        watcher(api, self.target.config())
-            .filter(|item| futures::future::ready(!matches!(item, Ok(watcher::Event::Init))))
+        //
+        // When the API server cannot be reached at all (connection refused or reset: it is down or
+        // restarting), the watcher is dropped after that error and a fresh one lists again once the
+        // backoff allows: a resumed watch that meets no change would otherwise never tell the
+        // check that the server is back, and a relist after an outage is the safe view anyway.
+        // The backoff wraps the restarts, so it keeps growing across them.
+        let config = self.target.config();
+        futures::stream::repeat(())
+            .flat_map(move |()| {
+                let events = watcher(api.clone(), config.clone())
+                    .filter(|item| {
+                        futures::future::ready(!matches!(item, Ok(watcher::Event::Init)))
+                    })
+                    .boxed();
+                // Ends right after an "unreachable" error, without polling the watcher again.
+                futures::stream::unfold(Some(events), |events| async move {
+                    let mut events = events?;
+                    let item = events.next().await?;
+                    let end = matches!(&item, Err(err) if unreachable(err));
+                    Some((item, (!end).then_some(events)))
+                })
+            })
             .default_backoff()
             .flat_map(move |item| futures::stream::iter(policy.handle(item)))
     }
+}
+
+/// An error with its causes, `a: b: c` (a connection error's own text is only "client error").
+fn source_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        // Wrappers often repeat their cause's text in their own.
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+/// True when a list or watch could not reach the API server at all (no HTTP answer).
+fn unreachable(err: &watcher::Error) -> bool {
+    matches!(
+        err,
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e)
+            if matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_))
+    )
 }
 
 /// `(group, plural)` for messages that name an RBAC rule.
@@ -465,6 +511,14 @@ impl<K: Watchable> Policy<K> {
                 let rule = self.missing_rule();
                 tracing::warn!(kind = %self.kind, target = %self.target, error = %err, %rule, "watch forbidden; retrying with backoff");
                 self.ready.set_not_ready(&format!("forbidden: {rule}"));
+                Vec::new()
+            }
+            _ if unreachable(&err) => {
+                // A kind reported absent before is reported again once the server answers.
+                self.absent_reported = false;
+                tracing::warn!(kind = %self.kind, target = %self.target, error = %err, "API server unreachable; listing again with backoff");
+                self.ready
+                    .set_not_ready(&format!("API server unreachable: {}", source_chain(&err)));
                 Vec::new()
             }
             _ => {

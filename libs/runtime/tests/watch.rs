@@ -323,3 +323,36 @@ async fn an_object_that_does_not_deserialize_is_skipped() {
     assert!(readiness.is_ready(), "{}", readiness.report());
     shutdown.trigger();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_outage_is_reported_and_the_cache_recovers() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("runtime=trace,kube_runtime=debug,kube_client=debug")
+        .try_init();
+    let mut emu = emulator(10_000).await;
+    let client = emu.client();
+    namespace(&client, "t").await;
+    config_map(&client, "t", "a").await;
+    let (ctx, readiness, shutdown) = ctx();
+    let trigger = Trigger::new();
+    let cache = Watch::<ConfigMap>::new(client.clone())
+        .in_namespace("t")
+        .cache(&ctx, &trigger);
+    until("ready", || async { readiness.is_ready() }).await;
+    emu.stop_serving().await;
+    let report = eventually("the outage reported", || async {
+        (!readiness.is_ready()).then(|| readiness.report())
+    })
+    .await;
+    assert!(
+        report.contains("not ready watch ConfigMap in t: API server unreachable"),
+        "{report}"
+    );
+    assert_eq!(names(&cache), ["a"], "the last view is kept meanwhile");
+    emu.serve_again().await.unwrap();
+    until("ready again", || async { readiness.is_ready() }).await;
+    // The watch is live again: a change after the restart reaches the cache.
+    config_map(&client, "t", "b").await;
+    until("b seen", || async { names(&cache) == ["a", "b"] }).await;
+    shutdown.trigger();
+}

@@ -128,6 +128,20 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// An endpoint that can be written into the strategies: not empty and without whitespace. Anything
+/// else is passed on verbatim, as upstream's chart does (a value without a scheme included).
+fn is_usable_endpoint(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// A value for a message: at most 200 characters, then `…`.
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
 fn validate(c: &RenderConfig) -> Result<(), ConfigError> {
     let bs = &c.backup_storage;
     let invalid = |key, problem: &str| {
@@ -154,6 +168,18 @@ fn validate(c: &RenderConfig) -> Result<(), ConfigError> {
             "backupStorage.bucketName",
             "must be a DNS label when provisionBucket is true (it names the Bucket object)",
         );
+    }
+    if !is_usable_endpoint(&bs.endpoint) {
+        // The endpoint is written into every strategy (CNPG endpointURL, Etcd endpoint, the BSL's
+        // s3Url) as it is; upstream does not check it, but an empty value or one with whitespace
+        // renders objects no backup can use.
+        return Err(ConfigError::Invalid {
+            key: "backupStorage.endpoint",
+            problem: format!(
+                "must be a URL without whitespace, got {:?}",
+                shorten(&bs.endpoint)
+            ),
+        });
     }
     if bs.system_secret_name.is_empty() {
         return invalid("backupStorage.systemSecretName", "must not be empty");
@@ -216,6 +242,38 @@ mod tests {
         assert_eq!(e, "velero.namespace: must be a namespace name");
         let e = err("backupStorage: [1]\n");
         assert!(e.contains("backupStorage: expected a mapping"), "{e}");
+        let e = err("backupStorage:\n  endpoint: ''\n");
+        assert_eq!(
+            e,
+            "backupStorage.endpoint: must be a URL without whitespace, got \"\""
+        );
+        // Verbatim, as upstream: a value without a scheme is accepted.
+        assert!(
+            parse_config(
+                &d,
+                Some("backupStorage:\n  endpoint: s3.example.com:8333\n")
+            )
+            .is_ok()
+        );
+        for bad in ["https://s3 .example.com", " s3.example.com"] {
+            assert!(
+                err(&format!("backupStorage:\n  endpoint: '{bad}'\n"))
+                    .starts_with("backupStorage.endpoint: "),
+                "{bad}"
+            );
+        }
+        let long = err(&format!(
+            "backupStorage:\n  endpoint: '{} x'\n",
+            "x".repeat(5000)
+        ));
+        assert!(long.len() < 400 && long.ends_with("…\""), "{long}");
+        assert!(
+            parse_config(
+                &d,
+                Some("backupStorage:\n  endpoint: https://s3.example.com:9000/x\n")
+            )
+            .is_ok()
+        );
         // External S3 may use any namespace and any real bucket name.
         assert!(
             parse_config(

@@ -86,6 +86,27 @@ pub(super) fn handle(
             inner.release_holds.send_modify(|n| *n += 1);
             ok_json(json!({}))
         }
+        ("GET", ["emulator", "v1", "chaos"]) => ok_json(admin.chaos_report()),
+        ("PUT", ["emulator", "v1", "chaos"]) => {
+            match serde_json::from_slice::<crate::chaos::Chaos>(body) {
+                Ok(c) => match c.validate() {
+                    Ok(()) => {
+                        admin.set_chaos(Some(c));
+                        ok_json(admin.chaos_report())
+                    }
+                    Err(e) => error_response(&ApiError::bad_request(format!(
+                        "invalid chaos schedule: {e}"
+                    ))),
+                },
+                Err(e) => error_response(&ApiError::bad_request(format!(
+                    "invalid chaos schedule: {e}"
+                ))),
+            }
+        }
+        ("DELETE", ["emulator", "v1", "chaos"]) => {
+            admin.set_chaos(None);
+            ok_json(admin.chaos_report())
+        }
         ("PUT", ["emulator", "v1", "latency"]) => {
             let v: Value = serde_json::from_slice(body).unwrap_or_default();
             admin.latency = Duration::from_millis(v["millis"].as_u64().unwrap_or(0));

@@ -2,7 +2,7 @@
 //! `pods/log`, with the admin API mounted under `/emulator/v1`.
 //!
 //! ```text
-//! request ─► audit + latency + fault injection ─► route (discovery | openapi | resource verb | admin)
+//! request ─► audit + latency + fault injection + chaos schedule ─► route (discovery | openapi | resource verb | admin)
 //!          ─► State (one mutex, synchronous) ─► JSON / Table / PartialObjectMetadata / watch stream
 //! ```
 //! Stages, one submodule each: [`route`] (path → target and verb), [`request`] (query, body and Accept
@@ -11,6 +11,7 @@
 //! and [`admin_api`] (the emulator-only admin endpoints).
 
 mod admin_api;
+mod chaos;
 mod logs;
 mod patching;
 mod request;
@@ -38,6 +39,15 @@ use route::{Route, route, verb_of};
 /// Entry point for every request.
 pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Response {
     let started = Instant::now();
+    if *inner.shutdown.borrow() {
+        // A request that reached a server going down (a kept-alive connection) is not served: its
+        // state is being snapshotted for a restart.
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the API server is shutting down",
+        ));
+    }
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
@@ -83,6 +93,10 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                     let fault = inner
                         .admin()
                         .pick_fault(verb, &t.kind.plural, t.sub.as_deref());
+                    let plan = fault.map_or_else(
+                        || chaos::plan(&inner, verb, &q, &parts.headers),
+                        |_| crate::chaos::Plan::Pass,
+                    );
                     let review = || {
                         crate::auth::reviews::handle(
                             &inner.auth,
@@ -107,6 +121,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                         Some(_) => {
                             watch::watch_expired_response(&t.kind, "forced by fault injection")
                         }
+                        None if plan.rejects() => chaos::reject(plan, &t.kind.plural).await,
                         None => match review() {
                             Some(Ok((code, v))) => json_response(code, &v),
                             Some(Err(e)) => error_response(&e),
@@ -123,7 +138,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                                 if !matches!(verb, "get" | "list" | "watch") {
                                     inner.changed.notify_one();
                                 }
-                                r
+                                chaos::finish(plan, r).await
                             }
                         },
                     };

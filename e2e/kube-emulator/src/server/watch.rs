@@ -173,7 +173,8 @@ pub(super) fn start_watch(
                     }
                 }
                 _ = drop_rx.changed() => return,
-                _ = shutdown_rx.changed() => return,
+                // Also when the server was already going down as this watch started.
+                _ = async { shutdown_rx.wait_for(|down| *down).await.map(|_| ()) } => return,
                 _ = tx.closed() => return,
                 ev = live.recv() => {
                     let ev = match ev {

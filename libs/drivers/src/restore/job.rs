@@ -27,6 +27,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Action, Cleanup, Driver, Event, ObjectRef, Selection, Step, elapsed};
 
+/// The longest label value the API server accepts.
+pub const LABEL_VALUE_MAX: usize = 63;
+
 /// How long a restore may wait for the Strategy CR its Backup names (from `startedAt`).
 pub const STRATEGY_NOT_READY_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
@@ -257,6 +260,22 @@ pub fn decide(o: &Observed<'_>) -> Step {
     if job.is_terminal() {
         return Step::idle();
     }
+    // Ours: the objects a restore creates are found again by a label carrying the job's name,
+    // and a label value is at most 63 characters. A longer name could never be selected (every
+    // list is refused), so the job fails here, naming the field.
+    let name = job.metadata.name.as_deref().unwrap_or_default();
+    if name.len() > LABEL_VALUE_MAX {
+        return fail(
+            &status,
+            &format!(
+                "metadata.name is {} characters long; the objects a restore creates carry it in the label {}, whose value is limited to {LABEL_VALUE_MAX} characters (use a shorter RestoreJob name)",
+                name.len(),
+                labels::OWNED_BY_JOB_NAME
+            ),
+            Vec::new(),
+            &o.now,
+        );
+    }
     let backup = match &o.backup {
         BackupLookup::Found(b) => b,
         BackupLookup::Error(e) => {
@@ -296,6 +315,23 @@ pub fn decide(o: &Observed<'_>) -> Step {
             &o.now,
         );
     };
+    // Ours: a Backup whose phase says it is not usable (upstream writes `Failed` Backups into
+    // the catalog) is refused before any projection. A Backup with no phase at all is restored,
+    // as upstream does.
+    if let Some(phase) = backup.status.as_ref().and_then(|s| s.phase.as_deref())
+        && phase != contract::phases::READY
+    {
+        return fail(
+            &status,
+            &format!(
+                "Backup {}/{} is not Ready (status.phase {phase:?}); only a Ready Backup can be restored",
+                backup.metadata.namespace.as_deref().unwrap_or_default(),
+                backup.metadata.name.as_deref().unwrap_or_default()
+            ),
+            Vec::new(),
+            &o.now,
+        );
+    }
     if o.require_projection {
         let verdict = find_condition(&status.conditions, condition_types::CREDENTIALS_PROJECTED)
             .filter(|c| c.observed_generation == job.metadata.generation);
@@ -491,6 +527,49 @@ mod tests {
                 failed_with(message)
             );
         }
+    }
+
+    #[test]
+    fn a_backup_that_is_not_ready_and_a_name_too_long_for_a_label_fail_before_projection() {
+        let mut b = backup(Some("strategy.backups.cozystack.io"), "MariaDB");
+        b.status = Some(api::backups::BackupStatus {
+            phase: Some("Failed".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            outcome(&decide_with(&job(), BackupLookup::Found(&b), true)),
+            failed_with(
+                r#"Backup t/bk is not Ready (status.phase "Failed"); only a Ready Backup can be restored"#
+            )
+        );
+        // A Backup without a phase (written by an older controller) is restored.
+        b.status = None;
+        let projected_ok = with_conditions(
+            job(),
+            vec![projected(ConditionStatus::True, "Projected", 1)],
+        );
+        assert!(matches!(
+            decide_with(&projected_ok, BackupLookup::Found(&b), true),
+            Step::Dispatch(_)
+        ));
+        let mut long = job();
+        long.metadata.name = Some("r".repeat(64));
+        let (phase, reason, message) = outcome(&decide_with(&long, BackupLookup::Found(&b), true));
+        assert_eq!(
+            (phase.as_deref(), reason.as_str()),
+            (Some("Failed"), "RestoreFailed")
+        );
+        assert!(
+            message
+                .unwrap()
+                .starts_with("metadata.name is 64 characters long;"),
+            "the message names the field"
+        );
+        long.metadata.name = Some("r".repeat(63));
+        assert!(matches!(
+            decide_with(&long, BackupLookup::Found(&b), false),
+            Step::Dispatch(_)
+        ));
     }
 
     #[test]

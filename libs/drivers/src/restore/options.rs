@@ -142,6 +142,62 @@ fn malformed_permissive(e: &DecodeError) -> Event {
     )
 }
 
+/// One Warning `UnknownRestoreOption` per key of the blob that `driver` does not know, in sorted
+/// order. Keys are compared exactly, so a key that only differs in case is both warned about and
+/// decoded (upstream's rule for MongoDB, applied to every driver that reads options).
+fn unknown_keys(options: Option<&Json>, driver: &str, known: &[&str]) -> Vec<Event> {
+    let Some(o) = options.and_then(Json::as_object) else {
+        return Vec::new();
+    };
+    let mut unknown: Vec<&String> = o.keys().filter(|k| !known.contains(&k.as_str())).collect();
+    unknown.sort();
+    unknown
+        .into_iter()
+        .map(|k| {
+            Event::warning(
+                event_reasons::UNKNOWN_RESTORE_OPTION,
+                format!(
+                    "spec.options.{k} is not a recognised {driver} restore option and was ignored (known: {})",
+                    known.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Ours: one Warning `RestoreOptionIgnored` per timeout that decodes but is not positive (the
+/// driver's default applies, as upstream's rule says, and the Event says so instead of nothing).
+fn non_positive_timeouts(options: Option<&Json>, timeouts: &[(&str, Duration)]) -> Vec<Event> {
+    let Some(o) = options.and_then(Json::as_object) else {
+        return Vec::new();
+    };
+    timeouts
+        .iter()
+        .filter_map(|(key, default)| {
+            let v = field(o, key)?.as_i64().filter(|v| *v <= 0)?;
+            Some(Event::warning(
+                event_reasons::RESTORE_OPTION_IGNORED,
+                format!(
+                    "spec.options.{key} is {v}, not a positive number of seconds; the default {} applies",
+                    crate::status::go_duration(*default)
+                ),
+            ))
+        })
+        .collect()
+}
+
+/// The CNPG driver's option keys.
+pub const CNPG_KEYS: [&str; 5] = [
+    "recoveryTime",
+    "restoreTimeoutSeconds",
+    "walArchiveTimeoutSeconds",
+    "skipSafetyBackup",
+    "safetyBackupTimeoutSeconds",
+];
+
+/// The option keys of MariaDB, Etcd and FoundationDB.
+pub const TIMEOUT_KEYS: [&str; 1] = ["restoreTimeoutSeconds"];
+
 /// CNPG restore options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CnpgOptions {
@@ -190,16 +246,27 @@ fn decode_cnpg(options: Option<&Json>) -> Result<CnpgOptions, DecodeError> {
 
 /// CNPG: permissive.
 pub fn cnpg(options: Option<&Json>) -> Parsed<CnpgOptions> {
-    match decode_cnpg(options) {
-        Ok(options) => Parsed {
-            options,
-            events: Vec::new(),
+    let mut parsed = match decode_cnpg(options) {
+        Ok(decoded) => Parsed {
+            options: decoded,
+            events: non_positive_timeouts(
+                options,
+                &[
+                    ("restoreTimeoutSeconds", DEFAULT_RESTORE_TIMEOUT),
+                    ("walArchiveTimeoutSeconds", DEFAULT_WAL_ARCHIVE_TIMEOUT),
+                    ("safetyBackupTimeoutSeconds", DEFAULT_SAFETY_BACKUP_TIMEOUT),
+                ],
+            ),
         },
         Err(e) => Parsed {
             options: CnpgOptions::default(),
             events: vec![malformed_permissive(&e)],
         },
-    }
+    };
+    parsed
+        .events
+        .extend(unknown_keys(options, "CNPG", &CNPG_KEYS));
+    parsed
 }
 
 /// The restore deadline of MariaDB, Etcd and FoundationDB.
@@ -213,16 +280,23 @@ fn decode_timeout(options: Option<&Json>) -> Result<Duration, DecodeError> {
 
 /// MariaDB: permissive; the restore deadline.
 pub fn mariadb(options: Option<&Json>) -> Parsed<Duration> {
-    match decode_timeout(options) {
-        Ok(options) => Parsed {
-            options,
-            events: Vec::new(),
+    let mut parsed = match decode_timeout(options) {
+        Ok(deadline) => Parsed {
+            options: deadline,
+            events: non_positive_timeouts(
+                options,
+                &[("restoreTimeoutSeconds", DEFAULT_RESTORE_TIMEOUT)],
+            ),
         },
         Err(e) => Parsed {
             options: DEFAULT_RESTORE_TIMEOUT,
             events: vec![malformed_permissive(&e)],
         },
-    }
+    };
+    parsed
+        .events
+        .extend(unknown_keys(options, "MariaDB", &TIMEOUT_KEYS));
+    parsed
 }
 
 /// Etcd and FoundationDB: a decode error is terminal.
@@ -256,6 +330,8 @@ pub const MONGODB_KEYS: [&str; 2] = ["recoveryTime", "restoreTimeoutSeconds"];
 pub struct MongoPitr {
     /// `date` in the operator's format.
     pub date: String,
+    /// The instant it names.
+    pub at: k8s_openapi::jiff::Timestamp,
 }
 
 /// MongoDB restore options.
@@ -297,21 +373,12 @@ pub fn mongodb(options: Option<&Json>) -> Result<Parsed<MongoOptions>, Rejected>
         }
     };
     // Unknown keys are matched exactly (upstream diffs the raw keys against the known set).
-    if let Some(o) = options.and_then(Json::as_object) {
-        let mut unknown: Vec<&String> = o
-            .keys()
-            .filter(|k| !MONGODB_KEYS.contains(&k.as_str()))
-            .collect();
-        unknown.sort();
-        for k in unknown {
-            events.push(Event::warning(
-                event_reasons::UNKNOWN_RESTORE_OPTION,
-                format!(
-                    "spec.options.{k} is not a recognised MongoDB restore option and was ignored (known: {})",
-                    MONGODB_KEYS.join(", ")
-                ),
-            ));
-        }
+    events.extend(unknown_keys(options, "MongoDB", &MONGODB_KEYS));
+    if seconds.is_some_and(|s| s <= 0) {
+        events.extend(non_positive_timeouts(
+            options,
+            &[("restoreTimeoutSeconds", DEFAULT_RESTORE_TIMEOUT)],
+        ));
     }
     let pitr = if recovery_time.is_empty() {
         None
@@ -324,6 +391,7 @@ pub fn mongodb(options: Option<&Json>) -> Result<Parsed<MongoOptions>, Rejected>
         })?;
         Some(MongoPitr {
             date: t.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+            at: t,
         })
     };
     Ok(Parsed {
@@ -427,7 +495,11 @@ mod tests {
                     skip_safety_backup: true,
                     safety_backup_timeout: Duration::from_secs(120),
                 },
-                vec![],
+                // Ours: the key it ignores is named.
+                vec![(
+                    "UnknownRestoreOption",
+                    "spec.options.someFutureKey is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds)".into(),
+                )],
             ),
             (
                 // Go matches keys case-insensitively; non-positive timeouts mean the default.
@@ -437,7 +509,12 @@ mod tests {
                     recovery_time: "x".into(),
                     ..CnpgOptions::default()
                 },
-                vec![],
+                // Ours: the defaulted timeouts and the inexact key are named (and still decoded).
+                vec![
+                    ("RestoreOptionIgnored", "spec.options.restoreTimeoutSeconds is 0, not a positive number of seconds; the default 30m0s applies".into()),
+                    ("RestoreOptionIgnored", "spec.options.walArchiveTimeoutSeconds is -5, not a positive number of seconds; the default 3m0s applies".into()),
+                    ("UnknownRestoreOption", "spec.options.RECOVERYTIME is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds)".into()),
+                ],
             ),
             (
                 // A wrong type anywhere drops every decoded field (upstream returns the zero value).
@@ -506,7 +583,8 @@ mod tests {
             p.options,
             MongoOptions {
                 pitr: Some(MongoPitr {
-                    date: "2026-08-05 10:30:00".into()
+                    date: "2026-08-05 10:30:00".into(),
+                    at: "2026-08-05T10:30:00Z".parse().unwrap(),
                 }),
                 restore_timeout: Duration::from_secs(60),
             }
@@ -577,5 +655,47 @@ mod tests {
         assert!(parse_rfc3339("2026-01-01 00:00:00Z").is_err());
         assert!(parse_rfc3339("2026-01-01T00:00:00").is_err());
         assert!(parse_rfc3339("yesterday").is_err());
+    }
+
+    #[test]
+    fn ignored_keys_and_non_positive_timeouts_are_named() {
+        let p = mariadb(Some(&json!({"restoreTimeoutSeconds": -5, "retries": 3})));
+        assert_eq!(p.options, DEFAULT_RESTORE_TIMEOUT);
+        assert_eq!(
+            notes(&p.events),
+            vec![
+                ("RestoreOptionIgnored", "spec.options.restoreTimeoutSeconds is -5, not a positive number of seconds; the default 30m0s applies".into()),
+                ("UnknownRestoreOption", "spec.options.retries is not a recognised MariaDB restore option and was ignored (known: restoreTimeoutSeconds)".into()),
+            ]
+        );
+        // A decode error says so once; the non-positive check does not add to it.
+        let p = mariadb(Some(&json!({"restoreTimeoutSeconds": "0"})));
+        assert_eq!(
+            p.events.iter().map(|e| e.reason).collect::<Vec<_>>(),
+            ["MalformedOptions"]
+        );
+        let p = cnpg(Some(
+            &json!({"walArchiveTimeoutSeconds": 0, "skipSafetyBackup": true}),
+        ));
+        assert_eq!(
+            notes(&p.events),
+            vec![("RestoreOptionIgnored", "spec.options.walArchiveTimeoutSeconds is 0, not a positive number of seconds; the default 3m0s applies".into())]
+        );
+        let p = mongodb(Some(&json!({"restoreTimeoutSeconds": 0}))).unwrap();
+        assert_eq!(
+            p.events.iter().map(|e| e.reason).collect::<Vec<_>>(),
+            ["RestoreOptionIgnored"]
+        );
+        // Well-formed options: no Event.
+        assert!(
+            mariadb(Some(&json!({"restoreTimeoutSeconds": 60})))
+                .events
+                .is_empty()
+        );
+        assert!(
+            cnpg(Some(&json!({"recoveryTime": "2026-01-01T00:00:00Z"})))
+                .events
+                .is_empty()
+        );
     }
 }

@@ -1,0 +1,105 @@
+//! What every daemon's fault test shares: the fixed chaos schedule, the request-rate measurement and
+//! its bound, and the "it did not crash" checks.
+//!
+//! ```text
+//!  calm run  ──► RunStats { requests, peak/s, elapsed }  ─┐
+//!  chaos run ──► RunStats (schedule(SEED, daemon), outage) ┴─► assert_no_spin: rate ≤ 3 × calm + 2/s,
+//!                                                              peak ≤ 3 × calm peak + 10
+//! ```
+
+use std::time::Duration;
+
+use crate::{Audit, Chaos, Mix};
+
+/// The seed every daemon's fault test uses.
+pub const SEED: u64 = 20_251_202;
+
+/// The schedule of the fault tests, for the requests of clients whose User-Agent starts with
+/// `user_agent` (the daemon under test): 8 % of requests fail (500 and 429 twice as often as a
+/// 300 ms timeout or a 410 on a watch resume), a 429 asks for a 1 s wait, timed-out writes are
+/// applied before their 504, and a third of the watches are cut within 3 s of their start.
+pub fn schedule(user_agent: &str) -> Chaos {
+    let mut c = Chaos::new(SEED, 0.08);
+    c.mix = Mix {
+        error: 2,
+        throttle: 2,
+        timeout: 1,
+        expire: 1,
+    };
+    c.retry_after_seconds = 1;
+    c.timeout_millis = 300;
+    c.timeout_commits_writes = true;
+    c.watch_cut_rate = 0.3;
+    c.watch_cut_max_millis = 3_000;
+    c.user_agent = Some(user_agent.to_owned());
+    c
+}
+
+/// One daemon's requests over one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunStats {
+    /// Requests it made (any verb, any answer).
+    pub requests: usize,
+    /// The most it made within one second.
+    pub peak: usize,
+    /// How long the run took.
+    pub elapsed: Duration,
+}
+
+impl RunStats {
+    /// The requests of clients whose User-Agent starts with `user_agent` in `audit`.
+    pub fn measure(audit: &Audit, user_agent: &str, elapsed: Duration) -> Self {
+        let (requests, peak) = audit.rate(user_agent);
+        RunStats {
+            requests,
+            peak,
+            elapsed,
+        }
+    }
+
+    /// Requests per second over the run.
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1.0)
+    }
+}
+
+impl std::fmt::Display for RunStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} requests in {:.1} s ({:.1}/s, peak {}/s)",
+            self.requests,
+            self.elapsed.as_secs_f64(),
+            self.rate(),
+            self.peak
+        )
+    }
+}
+
+/// Asserts that the run under faults did not spin: its mean rate is at most 3 × the calm run's
+/// plus 2 requests/s, and its busiest second at most 3 × the calm run's plus 10.
+pub fn assert_no_spin(daemon: &str, calm: RunStats, chaos: RunStats) {
+    assert!(
+        calm.requests > 0,
+        "{daemon} made no requests in the calm run"
+    );
+    let rate_bound = 3.0 * calm.rate() + 2.0;
+    let peak_bound = 3 * calm.peak + 10;
+    println!("{daemon}: calm {calm}; under faults {chaos}");
+    assert!(
+        chaos.rate() <= rate_bound && chaos.peak <= peak_bound,
+        "{daemon} spins under faults: {chaos}, bound {rate_bound:.1}/s and peak {peak_bound}/s (calm run: {calm})"
+    );
+}
+
+/// Asserts that each `/ready` report taken during an API server outage names it.
+pub fn assert_outage_reported(reports: &[(String, String)]) {
+    assert!(!reports.is_empty(), "no outage was observed");
+    for (name, report) in reports {
+        println!("{name} /ready during the outage:\n{report}");
+        assert!(
+            report.contains("API server unreachable"),
+            "{name} did not name the outage on /ready:\n{report}"
+        );
+    }
+}
