@@ -114,7 +114,10 @@ fn cases() -> Vec<Case> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_definitions_roll_once_and_name_unservable_schemas() {
     let mut h = Harness::start().await.expect("harness");
-    let ns = h.temp_namespace("apidef").await.expect("namespace");
+    // The namespace deploy/apidef-restarter/rbac.yaml grants the daemon its Deployment in: it runs as
+    // its own ServiceAccount.
+    let ns = "cozy-system".to_owned();
+    h.create_namespaces(&[&ns]).await.expect("namespace");
     let client = h.client();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     // The Deployment in an odd shape: a garbage hash, a 250 KiB unrelated annotation.
