@@ -114,7 +114,8 @@ fn cases() -> Vec<Case> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_definitions_roll_once_and_name_unservable_schemas() {
     let mut h = Harness::start().await.expect("harness");
-    // The namespace deploy/apidef-restarter/rbac.yaml grants the daemon its Deployment in.
+    // The namespace deploy/apidef-restarter/rbac.yaml grants the daemon its Deployment in: it runs as
+    // its own ServiceAccount.
     let ns = "cozy-system".to_owned();
     h.create_namespaces(&[&ns]).await.expect("namespace");
     let client = h.client();
