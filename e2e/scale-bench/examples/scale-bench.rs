@@ -272,7 +272,7 @@ fn audit_since(path: &Path, from: usize) -> (usize, Vec<(String, usize)>) {
         *counts.entry(key).or_default() += 1;
     }
     let mut top: Vec<(String, usize)> = counts.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1));
+    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     top.truncate(6);
     (lines.len(), top)
 }

@@ -252,7 +252,7 @@ pub fn seed(daemon: Daemon, n: usize) -> Seed {
                 )
                 .expect("a BackupJob");
                 // One pending job in every tenth namespace for the projector; the rest finished.
-                let pending = projector && k == 0 && (i / PER_NAMESPACE) % 10 == 0;
+                let pending = projector && k == 0 && (i / PER_NAMESPACE).is_multiple_of(10);
                 if pending {
                     s.projections += 1;
                 } else {
