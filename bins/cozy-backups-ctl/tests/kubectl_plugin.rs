@@ -108,19 +108,27 @@ async fn kubectl_runs_the_plugin() {
 
     // --context picks a context, and its namespace is the default for -n.
     let text = std::fs::read_to_string(&kc).unwrap();
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: "))
-        .unwrap()
-        .to_owned();
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in the harness kubeconfig"))
+            .to_owned()
+    };
+    // The emulator serves HTTPS with its own CA and wants a bearer token: carry both over.
+    let (server, ca, token) = (
+        field("server: "),
+        field("certificate-authority-data: "),
+        field("token: "),
+    );
     let two = h.work_dir().join("two-contexts");
     std::fs::write(
         &two,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: emu\n  cluster:\n    server: {server}\n\
+             \x20   certificate-authority-data: {ca}\n\
              contexts:\n- name: plain\n  context:\n    cluster: emu\n    user: emu\n\
              - name: acme\n  context:\n    cluster: emu\n    user: emu\n    namespace: tenant-acme\n\
-             current-context: plain\nusers:\n- name: emu\n  user:\n    token: emu\n"
+             current-context: plain\nusers:\n- name: emu\n  user:\n    token: {token}\n"
         ),
     )
     .unwrap();
