@@ -54,7 +54,9 @@ step "unit, integration and end-to-end tests"
 # Each harness records its daemons' requests here (target/rbac-usage/<component>/); start empty so
 # that the report below sees this run only.
 rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
-cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"
+# Library, binary and test targets; the benchmark examples are compiled by clippy above, not
+# linked again here.
+cargo nextest run --workspace --lib --bins --tests --locked --profile "${NEXTEST_PROFILE:-default}"
 
 step "RBAC: unused-rule report over this run's requests"
 cargo run --quiet --locked -p harness --bin rbac-usage -- --strict

@@ -5,8 +5,8 @@
 //! deadline, the application missing, unprojected credentials and a strategy missing in the
 //! bootstrap window each end as upstream words them.
 
-mod operators;
-mod support;
+use crate::operators;
+use crate::support;
 
 use k8s_openapi::api::batch::v1::Job;
 use operators::{Platform, app};

@@ -5,8 +5,8 @@
 //! another namespace, created in the same moment, must still succeed, and the runner must neither
 //! panic nor restart.
 
-mod operators;
-mod support;
+use crate::operators;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! edges: strategy missing during the bootstrap window, application missing, credentials not yet
 //! projected, a failing backup, a hanging one.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

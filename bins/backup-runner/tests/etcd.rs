@@ -5,8 +5,8 @@
 //! credentials and a strategy missing in the bootstrap window each end as upstream words them.
 //! The EtcdCluster is a singleton per namespace, so each case has its own tenant.
 
-mod operators;
-mod support;
+use crate::operators;
+use crate::support;
 
 use api::thirdparty::etcd::{EtcdCluster, EtcdSnapshot};
 use operators::{Platform, app};

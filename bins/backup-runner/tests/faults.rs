@@ -4,8 +4,8 @@
 //! end state as without faults (phases, Ready conditions, exactly one operator backup per job, the
 //! catalog entries), no spin, no crash, and the outage reported on `/ready`.
 
-mod sim_platform;
-mod support;
+use crate::sim_platform;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //! never reaches a restorable snapshot, a hanging one, the bootstrap window, a missing application
 //! and unprojected credentials.
 
-mod sim_platform;
-mod support;
+use crate::sim_platform;
+use crate::support;
 
 use api::thirdparty::apps;
 use api::thirdparty::fdb::{FoundationDBBackup, FoundationDBCluster};

@@ -4,8 +4,8 @@
 //! the Job failing, hanging past the deadline, the strategy or the application or its kind missing,
 //! and unprojected credentials each end as upstream words them.
 
-mod operators;
-mod support;
+use crate::operators;
+use crate::support;
 
 use k8s_openapi::api::batch::v1::Job;
 use operators::{NOTEBOOK, Platform, app};

@@ -4,8 +4,8 @@
 //! hang past the deadline, a missing application, an operator MariaDB that appears late, unprojected
 //! credentials and a strategy missing in the bootstrap window each end as upstream words them.
 
-mod operators;
-mod support;
+use crate::operators;
+use crate::support;
 
 use api::thirdparty::mariadb::Backup as MariaDBBackup;
 use operators::{Platform, app};

@@ -4,8 +4,8 @@
 //! disabled) and their deadline; an operator-side error; a hanging backup; the bootstrap window;
 //! unprojected credentials.
 
-mod sim_platform;
-mod support;
+use crate::sim_platform;
+use crate::support;
 
 use api::thirdparty::apps;
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};

@@ -3,8 +3,7 @@
 //! driven twice (the operator-side Backups, which have generated names, are counted from the
 //! emulator's audit log), and every replica did part of the work.
 
-mod operators;
-mod support;
+use crate::operators;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

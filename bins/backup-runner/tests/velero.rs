@@ -5,8 +5,8 @@
 //! a failed backup, a hanging one, a refused create, the bootstrap window, a missing application
 //! and unprojected credentials.
 
-mod sim_platform;
-mod support;
+use crate::sim_platform;
+use crate::support;
 
 use api::backups::BackupClass;
 use api::thirdparty::apps;

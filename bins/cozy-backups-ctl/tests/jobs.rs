@@ -1,7 +1,7 @@
 //! `backup` and `restore` against the emulator: what they create, `--wait` following the phase,
 //! the recoverable-window check before a restore, and errors for bad input.
 
-mod common;
+use crate::common;
 
 use api::backups::{BackupJob, RestoreJob};
 use common::{ctl, failed, fixture, ok, spawn_waiting};

@@ -1,7 +1,7 @@
 //! The binary as a kubectl plugin: the real `kubectl` finds `kubectl-cozy_backups` on PATH and
 //! runs it for `kubectl cozy-backups …`, against the emulator.
 
-mod common;
+use crate::common;
 
 use common::{NOW, fixture, golden};
 use harness::Harness;

@@ -1,7 +1,7 @@
 //! `status` against the emulator: golden tables, JSON, one application, every namespace, and
 //! errors for bad input.
 
-mod common;
+use crate::common;
 
 use common::{ctl, failed, fixture, golden, ok};
 use harness::Harness;

@@ -7,7 +7,7 @@
 //! throughout; once the source is fixed, that tenant's next job is projected again. The projector
 //! never panics or restarts, and no credential value reaches its log or the conditions.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

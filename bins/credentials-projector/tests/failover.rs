@@ -6,7 +6,7 @@
 //! from the audit log). Per-job projection under work leases shares the backup-runner's mechanism
 //! (`WorkLeaseKeeper::freed`), tested there.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! copy) under the seeded API fault schedule with an API server restart in the middle: the same end
 //! state as without faults, no spin, no crash, the outage reported on `/ready`, no leak.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

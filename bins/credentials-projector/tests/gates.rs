@@ -2,7 +2,7 @@
 //! Secret and no `CredentialsProjected` condition, and their status is left alone; "nothing
 //! happened" is asserted only after the reconcile counters show the daemon evaluated every job.
 
-mod common;
+use crate::common;
 
 use api::backups::BackupJob;
 use common::*;

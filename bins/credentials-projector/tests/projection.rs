@@ -4,7 +4,7 @@
 //! everywhere, stale optional keys removed, foreign keys and labels kept, an unowned target refused
 //! and untouched, and no write on an unchanged source — then the leak check.
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::Harness;

@@ -6,7 +6,7 @@
 //!   every job converges to True, every copy carries the newest keys, nothing is duplicated, and the
 //!   metrics start again from zero.
 
-mod common;
+use crate::common;
 
 use api::backups::BackupJob;
 use common::*;

@@ -6,7 +6,7 @@
 //! restore running until it completes (the 24 h deadline has no option); options are ignored; a
 //! strategy that is gone makes the restore wait (`StrategyNotReady`) until it is back.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::core::ApiResource;

@@ -5,7 +5,7 @@
 //! the option before the restore goes ahead). A well-formed restore in another namespace, created
 //! in the middle of them, must still succeed, and the orchestrator must neither panic nor restart.
 
-mod support;
+use crate::support;
 
 use std::fmt;
 

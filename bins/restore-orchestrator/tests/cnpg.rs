@@ -10,7 +10,7 @@
 //! `RecoveryTargetUnreachable` from the real FATAL, the same with `pods/log` forbidden ends
 //! `RestoreFailed` with the note.
 
-mod dataplane;
+use crate::dataplane;
 
 use api::backups::Backup;
 use dataplane::*;

@@ -7,7 +7,7 @@
 //! never finishes end at the deadline with the HelmRelease resumed; malformed options are refused
 //! before anything is touched.
 
-mod support;
+use crate::support;
 
 use api::thirdparty::{apps, etcd, flux};
 use kube::core::ApiResource;

@@ -4,7 +4,7 @@
 //! server restart while they run: the same end state as without faults (phases, Ready conditions,
 //! exactly one operator restore per job), no spin, no crash, and the outage reported on `/ready`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! and one that keeps running both end at the deadline naming the state the operator reported;
 //! malformed options are refused before anything is created.
 
-mod support;
+use crate::support;
 
 use api::thirdparty::{apps, fdb};
 use kube::core::ApiResource;

@@ -7,7 +7,7 @@
 //! no option and is not waited for here); options, which this driver does not read, are ignored
 //! even when malformed; a missing target fails at once.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::core::ApiResource;

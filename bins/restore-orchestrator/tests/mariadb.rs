@@ -4,7 +4,7 @@
 //! (`Complete=True/JobFailed`), a restore that never completes (the deadline), and malformed options
 //! (a Warning, then the defaults) end as the decision documents them.
 
-mod support;
+use crate::support;
 
 use api::thirdparty::{apps, mariadb};
 use kube::core::ApiResource;

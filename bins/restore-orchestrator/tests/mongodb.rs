@@ -5,7 +5,7 @@
 //! past the deadline, and malformed options (a `recoveryTime` of the wrong type is refused, other
 //! decode errors and unknown keys are Warnings) end as the decision documents them.
 
-mod support;
+use crate::support;
 
 use api::thirdparty::{apps, percona};
 use kube::core::ApiResource;

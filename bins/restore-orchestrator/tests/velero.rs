@@ -10,7 +10,7 @@
 //! own deadline is 24 h and has no option, so it is not waited for here); malformed options fail
 //! at once without a `MalformedOptions` Event.
 
-mod support;
+use crate::support;
 
 use api::thirdparty::{apps, flux, velero};
 use kube::core::ApiResource;

@@ -6,7 +6,7 @@
 //! well-formed Plan in another namespace, swept by the same run, keeps exactly its newest Backup,
 //! and the cleaner neither panics nor restarts.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -8,8 +8,7 @@
 
 // The data plane platform of the restore-orchestrator's tests (emulator, simulated operators over
 // real PostgreSQL and barman-cloud, renderer, projector, runner), shared rather than copied.
-#[path = "../../restore-orchestrator/tests/dataplane/mod.rs"]
-mod dataplane;
+use crate::dataplane;
 
 use std::time::Duration;
 

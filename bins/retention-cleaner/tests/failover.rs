@@ -4,7 +4,7 @@
 //! `kill -9` plus restart of the lease server never shows two leaders. Each failed BackupJob is
 //! deleted exactly once, whoever leads (counted from the emulator's audit log).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

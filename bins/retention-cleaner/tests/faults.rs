@@ -4,7 +4,7 @@
 //! deleted; announced with an Event unless that Event's create met a fault: Events are
 //! best-effort), no spin, no crash, and the outage reported on `/ready`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

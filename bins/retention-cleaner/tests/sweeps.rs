@@ -9,7 +9,7 @@
 //! `status.completedAt`, successful Backups by an old `spec.takenAt`, and failed Backups (aged
 //! by their creation) by a short `--failed-backup-ttl`.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

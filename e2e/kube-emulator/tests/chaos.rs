@@ -1,7 +1,5 @@
 //! The seeded fault schedule (`/emulator/v1/chaos`) and the in-process restart, seen by a kube client.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;

@@ -3,7 +3,7 @@
 //! server-side apply conflicts, Status details, per-kind generation, garbage collection with several
 //! owners, time normalisation, pagination and CRD selectable fields.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

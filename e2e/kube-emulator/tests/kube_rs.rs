@@ -1,7 +1,7 @@
 //! kube-rs 5 conformance suite: every behaviour the project's daemons rely on, exercised through
 //! unmodified kube-client and kube-runtime against a fresh emulator per test.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

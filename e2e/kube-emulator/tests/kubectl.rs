@@ -2,7 +2,7 @@
 //! 1.31 and 1.33 binaries, each with its own fresh KUBECACHEDIR, against a fresh emulator. A binary that is
 //! not installed is reported and skipped.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

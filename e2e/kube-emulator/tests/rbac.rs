@@ -2,7 +2,7 @@
 //! shape, kube-apiserver's exact 403 messages, impersonation, and `kubectl auth can-i` / `create token`
 //! with the pinned kubectl binaries.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

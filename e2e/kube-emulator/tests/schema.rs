@@ -2,7 +2,7 @@
 //! `deploy/crds`: pruning with `fieldValidation` Strict/Warn/Ignore, OpenAPI validation and CEL transition
 //! rules with upstream's 422 bodies, on the main resource and on `/status`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

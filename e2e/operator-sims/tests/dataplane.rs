@@ -9,7 +9,7 @@
 //! and a backup fail with the S3 server's error; and no PostgreSQL process outlives its Cluster or
 //! the simulator.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

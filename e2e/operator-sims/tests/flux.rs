@@ -5,7 +5,7 @@
 //! restore-in-place choreography the restore-orchestrator will drive (suspend, patch the app,
 //! delete the Cluster and its PVCs, resume) brings the data back from the bucket.
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::Harness;

@@ -11,7 +11,7 @@
 //! Each chain is also run through `CRON_TZ=`/`TZ=` with a UTC process zone, to show the prefix is
 //! what decides the zone.
 
-mod support;
+use crate::support;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::{America, Europe, Tz, UTC};

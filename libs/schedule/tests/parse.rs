@@ -5,7 +5,7 @@
 //! `TestParseScheduleErrors`, `TestStandardSpecSchedule`, `TestSlash0NoHang`, the unsatisfiable
 //! specs of `TestNext`), and the few inputs robfig accepts that are rejected here on purpose.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! without a zone prefix is evaluated in the zone of the time it is given; both map to the
 //! `default_zone` argument here, so each wall-clock case runs in three zones.
 
-mod support;
+use crate::support;
 
 use chrono::TimeDelta;
 use chrono_tz::Tz;

@@ -2,7 +2,7 @@
 //! starting deadline (one catch-up), late beyond it (skipped, with counts), restarts with and
 //! without a recorded last slot, schedules tighter than the deadline, `@every` grids, DST.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! checksums, so the structural checks are what rejects them). Each must fail `--verify` and a restore
 //! must fail before writing anything to the destination.
 
-mod common;
+use crate::common;
 
 use std::io::Cursor;
 use std::path::Path;

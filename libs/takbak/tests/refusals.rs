@@ -1,9 +1,8 @@
 //! Every refused kind of input and every limit fails with a specific reason, never a silent omission,
 //! and never leaves an archive under the final name.
 
-mod common;
-#[path = "common/privileged.rs"]
-mod privileged;
+use crate::common;
+use crate::privileged;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

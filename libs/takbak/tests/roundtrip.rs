@@ -1,7 +1,7 @@
 //! Round trips: a fixed sample tree and proptest-generated trees restore equal in bytes, metadata
 //! and link structure, with holes preserved.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

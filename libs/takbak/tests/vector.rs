@@ -3,9 +3,9 @@
 //! deterministic set of mutations of it is rejected by the reader (so CI always exercises the reader,
 //! with or without cargo-fuzz).
 //!
-//! Regenerate (only when the format changes): `cargo test -p takbak --test vector -- --ignored`.
+//! Regenerate (only when the format changes): `cargo test -p takbak --test integration vector:: -- --ignored`.
 
-mod common;
+use crate::common;
 
 use std::io::Cursor;
 use std::path::PathBuf;

@@ -1,0 +1,22 @@
+//! Every integration and end-to-end test of this package, in one test binary: one link of
+//! the large harness instead of one per file (faster CI, a fraction of the disk). Each file
+//! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
+
+mod operators;
+mod sim_platform;
+mod support;
+
+mod altinity;
+mod bad_input;
+mod cnpg;
+mod deploy;
+mod etcd;
+mod failover;
+mod faults;
+mod foundationdb;
+mod job;
+mod mariadb;
+mod mongodb;
+mod plans;
+mod scale;
+mod velero;

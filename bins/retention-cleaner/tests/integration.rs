@@ -1,0 +1,14 @@
+//! Every integration and end-to-end test of this package, in one test binary: one link of
+//! the large harness instead of one per file (faster CI, a fraction of the disk). Each file
+//! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
+
+#[path = "../../restore-orchestrator/tests/dataplane/mod.rs"]
+mod dataplane;
+mod support;
+
+mod bad_input;
+mod cnpg;
+mod deploy;
+mod failover;
+mod faults;
+mod sweeps;
