@@ -99,6 +99,10 @@ impl Args {
     }
 }
 
+/// Definitions per page when listing them: 50 definitions with 30 KiB schemas are a 1.5 MB page,
+/// and a platform's few dozen definitions still arrive in one.
+const DEFINITIONS_PAGE_SIZE: u32 = 50;
+
 /// The restarter's loop, ready to run: watches every ApplicationDefinition (untyped, so a
 /// malformed one cannot break the watch) and the one Deployment (RBAC grants it by name, which
 /// the API server honours for list/watch with the matching field selector), and evaluates
@@ -114,6 +118,9 @@ pub fn restarter_loop(
     let deployment_changed = Trigger::new();
     let definitions = Watch::<DynamicObject>::new_with(client.clone(), appdef::api_resource())
         .describe("ApplicationDefinition")
+        // A definition carries its whole OpenAPI schema (tens of KiB): small pages keep the
+        // initial list's peak low (docs/apidef-restarter.md, Scale).
+        .page_size(DEFINITIONS_PAGE_SIZE)
         .strip(keep_name_and_spec)
         .cache(ctx, &definitions_changed);
     let deployment = Watch::<Deployment>::new(client.clone())

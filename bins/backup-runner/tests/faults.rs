@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use api::thirdparty::apps;
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};
 use harness::faults::{self, RunStats};
-use harness::{Audit, ChaosCounts, eventually_within};
+use harness::{Audit, eventually_within};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use sim_platform::{Platform, TENANT};
@@ -116,12 +116,7 @@ fn without_times(text: &str) -> String {
     out
 }
 
-struct Outcome {
-    state: BTreeMap<String, Value>,
-    stats: RunStats,
-    counts: ChaosCounts,
-    outage: Vec<(String, String)>,
-}
+type Outcome = faults::Run<BTreeMap<String, Value>>;
 
 async fn run(chaos: bool) -> Outcome {
     let started = Instant::now();
@@ -173,12 +168,5 @@ async fn backups_succeed_under_api_faults_and_a_restart() {
         );
     }
     pretty_assertions::assert_eq!(faulty.state, calm.state);
-    println!("injected: {:?}", faulty.counts);
-    assert!(
-        faulty.counts.injected() >= 3,
-        "the schedule injected faults: {:?}",
-        faulty.counts
-    );
-    faults::assert_outage_reported(&faulty.outage);
-    faults::assert_no_spin(RUNNER, calm.stats, faulty.stats);
+    faults::assert_survived(RUNNER, &calm, &faulty, 3);
 }

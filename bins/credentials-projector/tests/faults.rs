@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use harness::faults::{self, RunStats};
-use harness::{Audit, ChaosCounts, Harness, eventually_within};
+use harness::{Audit, Harness, eventually_within};
 
 const AK: &str = "AKIA-E2E-FAULTS-3c7d10";
 const SK: &str = "e2e-faults-secret-9be41f";
@@ -44,12 +44,7 @@ fn settled(state: &EndState) -> bool {
     })
 }
 
-struct Outcome {
-    state: EndState,
-    stats: RunStats,
-    counts: ChaosCounts,
-    outage: Vec<(String, String)>,
-}
+type Outcome = faults::Run<EndState>;
 
 async fn run(chaos: bool) -> Outcome {
     let mut h = Harness::start().await.unwrap();
@@ -128,12 +123,5 @@ async fn projection_converges_under_api_faults_and_a_restart() {
             Some("true")
         ))
     );
-    println!("injected: {:?}", faulty.counts);
-    assert!(
-        faulty.counts.injected() >= 3,
-        "the schedule injected faults: {:?}",
-        faulty.counts
-    );
-    faults::assert_outage_reported(&faulty.outage);
-    faults::assert_no_spin(NAME, calm.stats, faulty.stats);
+    faults::assert_survived(NAME, &calm, &faulty, 3);
 }

@@ -226,28 +226,38 @@ async fn callers_are_authenticated_by_token_review_and_authorized_by_prefix() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{err}");
-    assert_eq!(
-        attempt(&server, &alpha, "beta/leader").await,
-        Code::PermissionDenied
-    );
-    assert_eq!(
-        attempt(&server, &alpha, "alphabet/leader").await,
-        Code::PermissionDenied
-    );
-
-    // Tokens that are not valid for this server.
-    assert_eq!(
-        attempt(&server, &forged, "alpha/x").await,
-        Code::Unauthenticated
-    );
-    assert_eq!(
-        attempt(&server, &other_audience, "alpha/x").await,
-        Code::Unauthenticated
-    );
-    assert_eq!(
-        attempt(&server, &api_audience, "alpha/x").await,
-        Code::Unauthenticated
-    );
+    // Another component's prefix, a prefix that only starts like ours, and tokens that are not
+    // valid for this server.
+    let refusals = [
+        (
+            "alpha's token, beta's lease",
+            &alpha,
+            "beta/leader",
+            Code::PermissionDenied,
+        ),
+        (
+            "alpha's token, a longer prefix",
+            &alpha,
+            "alphabet/leader",
+            Code::PermissionDenied,
+        ),
+        ("a forged token", &forged, "alpha/x", Code::Unauthenticated),
+        (
+            "another audience",
+            &other_audience,
+            "alpha/x",
+            Code::Unauthenticated,
+        ),
+        (
+            "the API server's audience",
+            &api_audience,
+            "alpha/x",
+            Code::Unauthenticated,
+        ),
+    ];
+    for (case, token, name, code) in refusals {
+        assert_eq!(attempt(&server, token, name).await, code, "{case}");
+    }
     let mut rpc = raw(&server).await;
     let acquire = || lease::pb::AcquireRequest {
         name: "alpha/x".into(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use api::thirdparty::{apps, percona};
 use harness::faults::{self, RunStats};
-use harness::{Audit, ChaosCounts, eventually_within};
+use harness::{Audit, eventually_within};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use support::{Platform, TENANT, ready};
@@ -68,12 +68,7 @@ async fn end_state(p: &Platform) -> BTreeMap<String, Value> {
     out
 }
 
-struct Outcome {
-    state: BTreeMap<String, Value>,
-    stats: RunStats,
-    counts: ChaosCounts,
-    outage: Vec<(String, String)>,
-}
+type Outcome = faults::Run<BTreeMap<String, Value>>;
 
 async fn run(chaos: bool) -> Outcome {
     let started = Instant::now();
@@ -148,12 +143,5 @@ async fn restores_succeed_under_api_faults_and_a_restart() {
         );
     }
     assert_eq!(faulty.state, calm.state);
-    println!("injected: {:?}", faulty.counts);
-    assert!(
-        faulty.counts.injected() >= 3,
-        "the schedule injected faults: {:?}",
-        faulty.counts
-    );
-    faults::assert_outage_reported(&faulty.outage);
-    faults::assert_no_spin(ORCHESTRATOR, calm.stats, faulty.stats);
+    faults::assert_survived(ORCHESTRATOR, &calm, &faulty, 3);
 }

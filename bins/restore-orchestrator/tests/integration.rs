@@ -10,6 +10,7 @@ mod bad_input;
 mod cnpg;
 mod deploy;
 mod etcd;
+mod failover;
 mod faults;
 mod foundationdb;
 mod job;

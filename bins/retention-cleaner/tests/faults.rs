@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use api::contract::event_reasons as reasons;
 use chrono::Utc;
 use harness::faults::{self, RunStats};
-use harness::{Audit, ChaosCounts, Harness, eventually_within, until};
+use harness::{Audit, Harness, eventually_within, until};
 use support::*;
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -45,12 +45,7 @@ async fn end_state(h: &Harness, names: &[String]) -> EndState {
     }
 }
 
-struct Outcome {
-    state: EndState,
-    stats: RunStats,
-    counts: ChaosCounts,
-    outage: Vec<(String, String)>,
-}
+type Outcome = faults::Run<EndState>;
 
 async fn settle(h: &Harness, names: &[String], keep: &[usize]) -> EndState {
     let keep: BTreeSet<usize> = keep.iter().copied().collect();
@@ -119,18 +114,12 @@ async fn retention_converges_under_api_faults_and_a_restart() {
     let faulty = run(true).await;
     assert_eq!(calm.state.deleted, (0..10).collect::<BTreeSet<_>>());
     assert_eq!(calm.state.announced, calm.state.deleted);
-    // Events are best-effort: one whose create met an injected 500 is not written again.
+    // An Event is retried for about a second; one whose every attempt fell into the API server's
+    // restart is lost (Events are not state), so the faulty run may announce fewer.
     assert_eq!(
         (&faulty.state.remaining, &faulty.state.deleted),
         (&calm.state.remaining, &calm.state.deleted)
     );
     assert!(faulty.state.announced.is_subset(&faulty.state.deleted));
-    println!("injected: {:?}", faulty.counts);
-    assert!(
-        faulty.counts.injected() >= 3,
-        "the schedule injected faults: {:?}",
-        faulty.counts
-    );
-    faults::assert_outage_reported(&faulty.outage);
-    faults::assert_no_spin(COMPONENT, calm.stats, faulty.stats);
+    faults::assert_survived(COMPONENT, &calm, &faulty, 3);
 }

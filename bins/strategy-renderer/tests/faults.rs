@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use harness::faults::{self, RunStats};
-use harness::{Audit, ChaosCounts, DaemonSpec, Harness, eventually_within};
+use harness::{Audit, DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use serde_json::Value;
@@ -156,12 +156,7 @@ fn settled(state: &BTreeMap<String, Value>) -> bool {
             })
 }
 
-struct Outcome {
-    state: BTreeMap<String, Value>,
-    stats: RunStats,
-    counts: ChaosCounts,
-    outage: Vec<(String, String)>,
-}
+type Outcome = faults::Run<BTreeMap<String, Value>>;
 
 async fn run(chaos: bool) -> Outcome {
     let mut h = Harness::start().await.unwrap();
@@ -218,12 +213,5 @@ async fn the_bootstrap_converges_under_api_faults_and_a_restart() {
     let calm = run(false).await;
     let faulty = run(true).await;
     pretty_assertions::assert_eq!(faulty.state, calm.state);
-    println!("injected: {:?}", faulty.counts);
-    assert!(
-        faulty.counts.injected() >= 3,
-        "the schedule injected faults: {:?}",
-        faulty.counts
-    );
-    faults::assert_outage_reported(&faulty.outage);
-    faults::assert_no_spin(RENDERER, calm.stats, faulty.stats);
+    faults::assert_survived(RENDERER, &calm, &faulty, 3);
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::{Audit, Chaos, Mix};
+use crate::{Audit, Chaos, ChaosCounts, Mix};
 
 /// The seed every daemon's fault test uses.
 pub const SEED: u64 = 20_251_202;
@@ -102,4 +102,33 @@ pub fn assert_outage_reported(reports: &[(String, String)]) {
             "{name} did not name the outage on /ready:\n{report}"
         );
     }
+}
+
+/// One run of a daemon's main scenario, calm or under the schedule: the end state the test
+/// compares, the daemon's requests, what the schedule injected and the `/ready` reports taken
+/// during the API server outage (none in a calm run).
+#[derive(Debug)]
+pub struct Run<S> {
+    /// The end state, compared between the two runs by the test.
+    pub state: S,
+    /// The daemon's requests.
+    pub stats: RunStats,
+    /// The faults injected (zero in a calm run).
+    pub counts: ChaosCounts,
+    /// `(daemon, /ready body)` during the outage.
+    pub outage: Vec<(String, String)>,
+}
+
+/// What every fault test asserts of its run under faults besides the end state: the schedule
+/// injected at least `min_injected` faults, every daemon named the outage on `/ready`, and
+/// `daemon` did not spin compared with the calm run.
+pub fn assert_survived<S>(daemon: &str, calm: &Run<S>, faulty: &Run<S>, min_injected: u64) {
+    println!("injected: {:?}", faulty.counts);
+    assert!(
+        faulty.counts.injected() >= min_injected,
+        "the schedule injected faults: {:?}",
+        faulty.counts
+    );
+    assert_outage_reported(&faulty.outage);
+    assert_no_spin(daemon, calm.stats, faulty.stats);
 }

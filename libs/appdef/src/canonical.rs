@@ -49,11 +49,38 @@ pub fn canonical_json<'a, I>(defs: I) -> Result<Vec<u8>, HashError>
 where
     I: IntoIterator<Item = (&'a str, Option<&'a Value>)>,
 {
+    let mut out = Vec::with_capacity(4096);
+    write_canonical(defs, &mut out)?;
+    Ok(out)
+}
+
+/// SHA-256 (lower-case hex) of [`canonical_json`]: the value of `cozystack.io/config-hash`.
+///
+/// The canonical bytes are streamed into the digest one definition at a time, never held whole:
+/// with a thousand definitions carrying large schemas they would be tens of megabytes.
+pub fn config_hash<'a, I>(defs: I) -> Result<String, HashError>
+where
+    I: IntoIterator<Item = (&'a str, Option<&'a Value>)>,
+{
+    let mut digest = DigestWriter(Sha256::new());
+    write_canonical(defs, &mut digest)?;
+    Ok(hex::encode(digest.0.finalize()))
+}
+
+/// Writes the canonical bytes to `out`, one definition at a time: `[`, the elements separated by
+/// `,`, `]` — exactly what encoding the whole slice at once writes (the compact form has no state
+/// carried between elements), while only one Go-shaped view exists at any moment.
+fn write_canonical<'a, I, W>(defs: I, out: &mut W) -> Result<(), HashError>
+where
+    I: IntoIterator<Item = (&'a str, Option<&'a Value>)>,
+    W: io::Write,
+{
     let mut defs: Vec<(&str, Option<&Value>)> = defs.into_iter().collect();
     // Upstream sorts with a byte-wise string compare; `str::cmp` is byte-wise too.
     defs.sort_by(|a, b| a.0.cmp(b.0));
-    let mut views = Vec::with_capacity(defs.len());
-    for (name, spec) in defs {
+    let io = |e: io::Error| HashError::Encode(serde_json::Error::io(e));
+    out.write_all(b"[").map_err(io)?;
+    for (i, (name, spec)) in defs.into_iter().enumerate() {
         let spec = match spec {
             None | Some(Value::Null) => GoSpec::default(),
             Some(v) => GoSpec::deserialize(v).map_err(|source| HashError::InvalidSpec {
@@ -61,20 +88,29 @@ where
                 source,
             })?,
         };
-        views.push(HashView { name, spec });
+        if i > 0 {
+            out.write_all(b",").map_err(io)?;
+        }
+        let mut ser = serde_json::Serializer::with_formatter(&mut *out, GoFormatter);
+        HashView { name, spec }
+            .serialize(&mut ser)
+            .map_err(HashError::Encode)?;
     }
-    let mut out = Vec::with_capacity(4096);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
-    views.serialize(&mut ser).map_err(HashError::Encode)?;
-    Ok(out)
+    out.write_all(b"]").map_err(io)
 }
 
-/// SHA-256 (lower-case hex) of [`canonical_json`]: the value of `cozystack.io/config-hash`.
-pub fn config_hash<'a, I>(defs: I) -> Result<String, HashError>
-where
-    I: IntoIterator<Item = (&'a str, Option<&'a Value>)>,
-{
-    Ok(sha256_hex(&canonical_json(defs)?))
+/// Feeds written bytes to a SHA-256 digest.
+struct DigestWriter(Sha256);
+
+impl io::Write for DigestWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// [`config_hash`] of listed objects (`metadata.name` and `spec` of each).
@@ -553,6 +589,25 @@ mod tests {
                 assert_ne!(x, y);
             }
         }
+    }
+
+    #[test]
+    fn the_streamed_hash_is_the_hash_of_the_whole_bytes() {
+        let (a, b, c) = (minimal_spec("A"), minimal_spec("B"), json!(null));
+        let defs = [
+            ("zeta", Some(&a)),
+            ("alpha", Some(&b)),
+            ("mid", Some(&c)),
+            ("bare", None),
+        ];
+        let bytes = canonical_json(defs).unwrap();
+        assert!(
+            bytes.starts_with(br#"[{"name":"alpha","spec":"#),
+            "{bytes:?}"
+        );
+        let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(parsed.as_array().map(Vec::len), Some(4));
+        assert_eq!(config_hash(defs).unwrap(), sha256_hex(&bytes));
     }
 
     #[test]

@@ -1,4 +1,8 @@
 //! Events: the recorder every daemon publishes with, and the bound on a note's length.
+//!
+//! A publish that meets a passing API failure (a 5xx, a 429, a connection that dropped) is tried
+//! again a few times within about a second, so that a throttled or restarting API server does not
+//! silently cost an Event. The wait stays short because the caller is usually a reconcile.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
@@ -15,15 +19,13 @@ pub const NAME_MAX_FOR_RECORDER: usize = 253 - 17;
 
 /// The Event recorder of `component`, reporting as this replica (`--identity`).
 pub fn recorder(client: &kube::Client, component: &str, lease: &crate::LeaseArgs) -> Recorder {
-    let reporter = Reporter {
-        controller: component.into(),
-        instance: Some(lease.identity()),
-    };
-    Recorder {
-        inner: kube::runtime::events::Recorder::new(client.clone(), reporter.clone()),
-        client: client.clone(),
-        reporter,
-    }
+    Recorder::new(
+        client,
+        Reporter {
+            controller: component.into(),
+            instance: Some(lease.identity()),
+        },
+    )
 }
 
 /// kube's Event recorder (series of repeated Events), plus Events about objects whose names are
@@ -38,6 +40,15 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder reporting as `reporter`.
+    pub fn new(client: &kube::Client, reporter: Reporter) -> Self {
+        Recorder {
+            inner: kube::runtime::events::Recorder::new(client.clone(), reporter.clone()),
+            client: client.clone(),
+            reporter,
+        }
+    }
+
     /// Publishes `ev` about `reference` (see the type's documentation).
     pub async fn publish(
         &self,
@@ -46,7 +57,7 @@ impl Recorder {
     ) -> Result<(), kube::Error> {
         let name = reference.name.as_deref().unwrap_or_default();
         if name.len() <= NAME_MAX_FOR_RECORDER {
-            return self.inner.publish(ev, reference).await;
+            return retrying(|| self.inner.publish(ev, reference)).await;
         }
         self.publish_single(ev, reference).await
     }
@@ -96,10 +107,45 @@ impl Recorder {
             ),
             ..Default::default()
         };
-        Api::<K8sEvent>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
-            .await
-            .map(|_| ())
+        let api = Api::<K8sEvent>::namespaced(self.client.clone(), &namespace);
+        retrying(|| async { api.create(&PostParams::default(), &event).await.map(|_| ()) }).await
+    }
+}
+
+/// Pauses before the second, third and fourth attempt of a publish.
+const RETRY_PAUSES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(300),
+    std::time::Duration::from_millis(600),
+];
+
+/// Runs `attempt` until it succeeds, fails for good, or has been retried [`RETRY_PAUSES`] times.
+async fn retrying<F, Fut>(mut attempt: F) -> Result<(), kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let mut pauses = RETRY_PAUSES.iter();
+    loop {
+        match attempt().await {
+            Err(e) if is_passing(&e) => match pauses.next() {
+                Some(pause) => tokio::time::sleep(*pause).await,
+                None => return Err(e),
+            },
+            done => return done,
+        }
+    }
+}
+
+/// Whether a failed publish may succeed when tried again: the API server was unreachable,
+/// failing or throttling. A refusal (4xx) will not change. (kube's client already retries 429,
+/// 503 and 504 on its own, honouring `Retry-After`; what reaches here outlasted that, or is a 500
+/// or a dropped connection, which it does not retry.)
+fn is_passing(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Target {
     pub name: Option<String>,
     /// A label selector.
     pub labels: Option<String>,
+    /// Objects per page of the initial (and any re-)list; `None`: kube-runtime's default (500).
+    pub page_size: Option<u32>,
 }
 
 impl Target {
@@ -73,6 +75,7 @@ impl Target {
             namespace: Some(namespace.into()),
             name: Some(name.into()),
             labels: None,
+            page_size: None,
         }
     }
 
@@ -83,6 +86,9 @@ impl Target {
         }
         if let Some(labels) = &self.labels {
             config = config.labels(labels);
+        }
+        if let Some(size) = self.page_size {
+            config = config.page_size(size);
         }
         config
     }
@@ -187,6 +193,13 @@ impl<K: Watchable> Watch<K> {
             absent_is_empty: false,
             strip: None,
         }
+    }
+
+    /// Lists in pages of `size` objects: for kinds whose objects are large, the size of one page
+    /// is the peak memory of the (re-)list.
+    pub fn page_size(mut self, size: u32) -> Self {
+        self.target.page_size = Some(size);
+        self
     }
 
     /// Looks only at `namespace`.

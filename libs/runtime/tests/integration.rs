@@ -3,6 +3,7 @@
 //! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
 
 mod conditions;
+mod events;
 mod lease_readiness;
 mod lease_release;
 mod probe_daemon;

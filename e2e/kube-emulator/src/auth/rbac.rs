@@ -417,98 +417,85 @@ fn visit_rules(
         .iter()
         .filter(|b| !stored_names.contains(&b["metadata"]["name"].as_str().unwrap_or_default()));
     for b in stored.iter().copied().chain(bootstrap) {
-        let Some(subject) = b["subjects"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| subject_applies(user, s, ""))
-        else {
-            continue;
-        };
-        let role_name = b["roleRef"]["name"].as_str().unwrap_or_default();
-        let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
-        let rules = match role_kind {
-            "ClusterRole" => match cluster_role(st, role_name) {
-                Some(r) => cluster_role_rules(st, r),
-                None => {
-                    errors.push(format!("clusterrole.{RBAC} {role_name:?} not found"));
-                    continue;
-                }
-            },
-            other => {
-                errors.push(format!("unsupported role reference kind: {other:?}"));
-                continue;
-            }
-        };
-        let source = format!(
-            "ClusterRoleBinding {:?} of {role_kind} {role_name:?} to {}",
-            b["metadata"]["name"].as_str().unwrap_or_default(),
-            describe_subject(subject, "")
-        );
-        for r in &rules {
-            if !visit(&source, r) {
-                return errors;
-            }
+        if let Some((source, rules)) = binding_rules(st, user, b, "", &mut errors)
+            && !rules.iter().all(|r| visit(&source, r))
+        {
+            return errors;
         }
     }
     if ns.is_empty() {
         return errors;
     }
     for b in namespaced(st, "rolebindings", ns) {
-        let Some(subject) = b["subjects"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| subject_applies(user, s, ns))
-        else {
-            continue;
-        };
-        let role_name = b["roleRef"]["name"].as_str().unwrap_or_default();
-        let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
-        let rules = match role_kind {
-            "ClusterRole" => match cluster_role(st, role_name) {
-                Some(r) => cluster_role_rules(st, r),
-                None => {
-                    errors.push(format!("clusterrole.{RBAC} {role_name:?} not found"));
-                    continue;
-                }
-            },
-            "Role" => match st
-                .objects
-                .get(&format!("{RBAC}/roles"))
-                .and_then(|m| m.get(&(ns.to_string(), role_name.to_string())))
-            {
-                Some(r) => r["rules"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(Rule::from_json)
-                    .collect(),
-                None => {
-                    errors.push(format!("role.{RBAC} {role_name:?} not found"));
-                    continue;
-                }
-            },
-            other => {
-                errors.push(format!("unsupported role reference kind: {other:?}"));
-                continue;
-            }
-        };
-        let source = format!(
-            "RoleBinding {:?} of {role_kind} {role_name:?} to {}",
-            format!(
-                "{}/{ns}",
-                b["metadata"]["name"].as_str().unwrap_or_default()
-            ),
-            describe_subject(subject, ns)
-        );
-        for r in &rules {
-            if !visit(&source, r) {
-                return errors;
-            }
+        if let Some((source, rules)) = binding_rules(st, user, b, ns, &mut errors)
+            && !rules.iter().all(|r| visit(&source, r))
+        {
+            return errors;
         }
     }
     errors
+}
+
+/// The rules binding `b` grants `user`, with kube's description of their source, when one of its
+/// subjects is the user. `ns` is the RoleBinding's namespace, empty for a ClusterRoleBinding (which
+/// can only reference a ClusterRole). A reference that does not resolve is added to `errors`.
+fn binding_rules(
+    st: &State,
+    user: &Identity,
+    b: &Value,
+    ns: &str,
+    errors: &mut Vec<String>,
+) -> Option<(String, Vec<Rule>)> {
+    let subject = b["subjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| subject_applies(user, s, ns))?;
+    let role_name = b["roleRef"]["name"].as_str().unwrap_or_default();
+    let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
+    let rules = match role_kind {
+        "ClusterRole" => match cluster_role(st, role_name) {
+            Some(r) => cluster_role_rules(st, r),
+            None => {
+                errors.push(format!("clusterrole.{RBAC} {role_name:?} not found"));
+                return None;
+            }
+        },
+        "Role" if !ns.is_empty() => match st
+            .objects
+            .get(&format!("{RBAC}/roles"))
+            .and_then(|m| m.get(&(ns.to_string(), role_name.to_string())))
+        {
+            Some(r) => r["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(Rule::from_json)
+                .collect(),
+            None => {
+                errors.push(format!("role.{RBAC} {role_name:?} not found"));
+                return None;
+            }
+        },
+        other => {
+            errors.push(format!("unsupported role reference kind: {other:?}"));
+            return None;
+        }
+    };
+    let name = b["metadata"]["name"].as_str().unwrap_or_default();
+    let source = if ns.is_empty() {
+        format!(
+            "ClusterRoleBinding {name:?} of {role_kind} {role_name:?} to {}",
+            describe_subject(subject, "")
+        )
+    } else {
+        format!(
+            "RoleBinding {:?} of {role_kind} {role_name:?} to {}",
+            format!("{name}/{ns}"),
+            describe_subject(subject, ns)
+        )
+    };
+    Some((source, rules))
 }
 
 /// Decides a request: `system:masters` is always allowed (kube's privileged-group authoriser, no
