@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use api::backups::BackupJob;
-use harness::failover::{Failover, GRACEFUL_TAKEOVER, MARGIN};
+use harness::failover::{Failover, Fenced, GRACEFUL_TAKEOVER, MARGIN};
 use harness::{DaemonSpec, Harness, until};
 use kube::api::Api;
 
@@ -28,16 +28,8 @@ fn runner(name: &str) -> DaemonSpec {
         .args(["--require-credentials-projection=false"])
 }
 
-async fn token(h: &Harness) -> Option<u64> {
-    Api::<BackupJob>::namespaced(h.client(), NS)
-        .get(JOB)
-        .await
-        .unwrap()
-        .metadata
-        .annotations?
-        .get(TOKEN)?
-        .parse()
-        .ok()
+fn job(h: &Harness) -> Fenced<BackupJob> {
+    Fenced::new(Api::namespaced(h.client(), NS), JOB, TOKEN)
 }
 
 /// The new holder's fence in the audit log: the emulator records a request after the write is
@@ -69,35 +61,10 @@ async fn plane() -> (Harness, Failover, String, u64) {
     f.leader(&mut h).await.unwrap();
     h.create(NS, &BackupJob::test(JOB).class("no-such-class").build())
         .await;
-    until("the job fenced by its holder", || async {
-        token(&h).await.is_some()
-    })
-    .await;
-    let deadline = Instant::now() + harness::DEADLINE;
-    let holder = loop {
-        if let [one] = f.reporting(&mut h, IN_FLIGHT).unwrap().as_slice() {
-            break one.clone();
-        }
-        assert!(Instant::now() < deadline, "no single holder of the job");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let first = token(&h).await.unwrap();
+    let first = job(&h).fenced().await;
+    let holder = f.single_reporting(&mut h, IN_FLIGHT).await.unwrap();
     assert_eq!(fences(&h), 1, "one replica fenced the job, once");
     (h, f, holder, first)
-}
-
-/// Polls the job until a token above `above` is recorded; answers the time since `since`.
-async fn refenced(h: &Harness, above: u64, since: Instant, within: Duration) -> Duration {
-    loop {
-        if token(h).await.is_some_and(|t| t > above) {
-            return since.elapsed();
-        }
-        assert!(
-            since.elapsed() < within,
-            "the job was not taken over within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,13 +72,10 @@ async fn kill_9_hands_leadership_and_the_job_over_within_one_ttl() {
     let (mut h, f, holder, first) = plane().await;
     let leader = f.leader(&mut h).await.unwrap();
     let killed = Instant::now();
-    h.kill(&holder).await.unwrap();
-    let took = refenced(&h, first, killed, TTL + MARGIN).await;
-    println!(
-        "failover: kill -9 of {holder} → the job re-fenced after {} ms (TTL {} ms)",
-        took.as_millis(),
-        TTL.as_millis()
-    );
+    job(&h)
+        .kill_holder(&mut h, &holder, first, TTL)
+        .await
+        .unwrap();
     refence_recorded(&h).await;
     assert_eq!(fences(&h), 2, "the new holder fenced once");
     if leader == holder {
@@ -134,20 +98,10 @@ async fn sigterm_hands_leadership_and_the_job_over_at_once() {
     let leader = f.leader(&mut h).await.unwrap();
     let bound = GRACEFUL_TAKEOVER + MARGIN;
     let signalled = Instant::now();
-    h.daemon(&holder).unwrap().send_sigterm().unwrap();
-    let took = refenced(&h, first, signalled, bound).await;
-    println!(
-        "failover: SIGTERM of {holder} → the job re-fenced after {} ms (TTL {} ms)",
-        took.as_millis(),
-        TTL.as_millis()
-    );
-    let exit = h
-        .daemon(&holder)
-        .unwrap()
-        .wait_exit(harness::DEADLINE)
+    job(&h)
+        .terminate_holder(&mut h, &holder, first)
         .await
         .unwrap();
-    assert!(exit.success(), "{exit}");
     refence_recorded(&h).await;
     assert_eq!(fences(&h), 2, "the new holder fenced once");
     if leader == holder {
@@ -175,7 +129,7 @@ async fn a_lease_server_restart_never_makes_two_leaders_or_holders() {
     // holders, and the token never went backwards.
     let holders = f.reporting(&mut h, IN_FLIGHT).unwrap();
     assert!(holders.len() <= 1, "{holders:?}");
-    let now = token(&h).await.unwrap();
+    let now = job(&h).token().await.unwrap();
     assert!(now >= first);
     if now == first {
         assert_eq!(holders, [holder]);

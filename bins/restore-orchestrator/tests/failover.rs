@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use api::backups::{Backup, RestoreJob};
-use harness::failover::{Failover, GRACEFUL_TAKEOVER, MARGIN};
+use harness::failover::{Failover, Fenced, MARGIN};
 use harness::{DaemonSpec, Harness, until};
 use kube::api::Api;
 
@@ -31,16 +31,8 @@ fn orchestrator(name: &str) -> DaemonSpec {
     )
 }
 
-async fn token(h: &Harness) -> Option<u64> {
-    Api::<RestoreJob>::namespaced(h.client(), NS)
-        .get(JOB)
-        .await
-        .unwrap()
-        .metadata
-        .annotations?
-        .get(TOKEN)?
-        .parse()
-        .ok()
+fn job(h: &Harness) -> Fenced<RestoreJob> {
+    Fenced::new(Api::namespaced(h.client(), NS), JOB, TOKEN)
 }
 
 /// Writes of the job: `(patches of the object, writes of its status)`. The object is patched
@@ -86,21 +78,10 @@ async fn plane() -> (Harness, Failover, String, u64, (usize, usize)) {
     h.create(NS, &Backup::test("nightly").build()).await;
     h.create(NS, &RestoreJob::test(JOB, "nightly").build())
         .await;
-    until("the job fenced by its holder", || async {
-        token(&h).await.is_some()
-    })
-    .await;
-    let deadline = Instant::now() + harness::DEADLINE;
-    let holder = loop {
-        if let [one] = f.reporting(&mut h, IN_FLIGHT).unwrap().as_slice() {
-            break one.clone();
-        }
-        assert!(Instant::now() < deadline, "no single holder of the job");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let first = job(&h).fenced().await;
+    let holder = f.single_reporting(&mut h, IN_FLIGHT).await.unwrap();
     // The holder has added the finalizer and fenced the job, then waits: its writes stop.
     let before = settled(&h).await;
-    let first = token(&h).await.unwrap();
     assert_eq!(before.0, 2, "the finalizer and one fence");
     (h, f, holder, first, before)
 }
@@ -122,20 +103,6 @@ async fn settled(h: &Harness) -> (usize, usize) {
     }
 }
 
-/// Polls the job until a token above `above` is recorded; answers the time since `since`.
-async fn refenced(h: &Harness, above: u64, since: Instant, within: Duration) -> Duration {
-    loop {
-        if token(h).await.is_some_and(|t| t > above) {
-            return since.elapsed();
-        }
-        assert!(
-            since.elapsed() < within,
-            "the job was not taken over within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// After a takeover: one more fence, and nothing else written twice.
 async fn one_more_fence(h: &Harness, before: (usize, usize)) {
     refence_recorded(h, before).await;
@@ -151,14 +118,10 @@ async fn one_more_fence(h: &Harness, before: (usize, usize)) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_hands_the_job_over_within_one_ttl() {
     let (mut h, f, holder, first, before) = plane().await;
-    let killed = Instant::now();
-    h.kill(&holder).await.unwrap();
-    let took = refenced(&h, first, killed, TTL + MARGIN).await;
-    println!(
-        "failover: kill -9 of {holder} → the job re-fenced after {} ms (TTL {} ms)",
-        took.as_millis(),
-        TTL.as_millis()
-    );
+    job(&h)
+        .kill_holder(&mut h, &holder, first, TTL)
+        .await
+        .unwrap();
     one_more_fence(&h, before).await;
     let now = f.reporting(&mut h, IN_FLIGHT).unwrap();
     assert!(now.len() == 1 && now[0] != holder, "{now:?}");
@@ -167,22 +130,10 @@ async fn kill_9_hands_the_job_over_within_one_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_the_job_over_at_once() {
     let (mut h, f, holder, first, before) = plane().await;
-    let bound = GRACEFUL_TAKEOVER + MARGIN;
-    let signalled = Instant::now();
-    h.daemon(&holder).unwrap().send_sigterm().unwrap();
-    let took = refenced(&h, first, signalled, bound).await;
-    println!(
-        "failover: SIGTERM of {holder} → the job re-fenced after {} ms (TTL {} ms)",
-        took.as_millis(),
-        TTL.as_millis()
-    );
-    let exit = h
-        .daemon(&holder)
-        .unwrap()
-        .wait_exit(harness::DEADLINE)
+    job(&h)
+        .terminate_holder(&mut h, &holder, first)
         .await
         .unwrap();
-    assert!(exit.success(), "{exit}");
     one_more_fence(&h, before).await;
     let now = f.reporting(&mut h, IN_FLIGHT).unwrap();
     assert!(now.len() == 1 && now[0] != holder, "{now:?}");
@@ -203,7 +154,7 @@ async fn a_lease_server_restart_never_makes_two_holders() {
     // two holders, the token never went backwards, and nothing but a fence was written again.
     let holders = f.reporting(&mut h, IN_FLIGHT).unwrap();
     assert!(holders.len() <= 1, "{holders:?}");
-    let now = token(&h).await.unwrap();
+    let now = job(&h).token().await.unwrap();
     assert!(now >= first);
     if now == first {
         assert_eq!(holders, [holder]);

@@ -336,6 +336,133 @@ impl Failover {
     }
 }
 
+impl Failover {
+    /// Waits for exactly one replica to report `metric` (e.g. its jobs-in-flight gauge) at 1 or
+    /// more, and answers it: the holder of the only work-leased job of a test.
+    pub async fn single_reporting(&self, h: &mut Harness, metric: &str) -> Result<String, Error> {
+        let deadline = Instant::now() + crate::DEADLINE;
+        loop {
+            let now = self.reporting(h, metric)?;
+            if let [one] = now.as_slice() {
+                return Ok(one.clone());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "a single replica reporting {metric} (now: {now:?})"
+                )));
+            }
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+    }
+}
+
+/// A job driven under a work lease, whose holder records its fencing token in an annotation of
+/// the job: a new holder's fence is a higher token.
+#[derive(Debug, Clone)]
+pub struct Fenced<K: kube::Resource> {
+    api: kube::Api<K>,
+    name: String,
+    annotation: &'static str,
+}
+
+impl<K> Fenced<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    /// Job `name` read through `api`, fenced under `annotation`.
+    pub fn new(api: kube::Api<K>, name: &str, annotation: &'static str) -> Self {
+        Self {
+            api,
+            name: name.into(),
+            annotation,
+        }
+    }
+
+    /// The token on the job now, if any (and if it reads as a number).
+    pub async fn token(&self) -> Option<u64> {
+        let job = self.api.get(&self.name).await.ok()?;
+        job.meta()
+            .annotations
+            .as_ref()?
+            .get(self.annotation)?
+            .parse()
+            .ok()
+    }
+
+    /// Waits for the job's first fence; answers its token.
+    pub async fn fenced(&self) -> u64 {
+        crate::eventually(&format!("job {} fenced by its holder", self.name), || {
+            self.token()
+        })
+        .await
+    }
+
+    /// `kill -9` the job's `holder` (fenced with `token`) and wait for another replica's fence:
+    /// within `ttl` plus [`MARGIN`]. Answers the time it took.
+    pub async fn kill_holder(
+        &self,
+        h: &mut Harness,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> Result<Duration, Error> {
+        let killed = Instant::now();
+        h.kill(holder).await?;
+        let took = self.refenced(token, killed, ttl + MARGIN).await;
+        println!(
+            "failover: kill -9 of {holder} → job {} re-fenced after {} ms (TTL {} ms)",
+            self.name,
+            took.as_millis(),
+            ttl.as_millis()
+        );
+        Ok(took)
+    }
+
+    /// SIGTERM the job's `holder` (fenced with `token`): another replica fences it within
+    /// [`GRACEFUL_TAKEOVER`] plus [`MARGIN`], and the holder exits successfully. Answers the time
+    /// the takeover took.
+    pub async fn terminate_holder(
+        &self,
+        h: &mut Harness,
+        holder: &str,
+        token: u64,
+    ) -> Result<Duration, Error> {
+        let signalled = Instant::now();
+        h.daemon(holder)?.send_sigterm()?;
+        let took = self
+            .refenced(token, signalled, GRACEFUL_TAKEOVER + MARGIN)
+            .await;
+        println!(
+            "failover: SIGTERM of {holder} → job {} re-fenced after {} ms",
+            self.name,
+            took.as_millis()
+        );
+        let exit = h.daemon(holder)?.wait_exit(crate::DEADLINE).await?;
+        if !exit.success() {
+            return Err(Error::Timeout(format!(
+                "{holder} to exit successfully after SIGTERM (it exited with {exit})"
+            )));
+        }
+        Ok(took)
+    }
+
+    /// Polls the job every 10 ms until a token above `above` is recorded; answers the time since
+    /// `since`, and panics if that takes longer than `within`.
+    pub async fn refenced(&self, above: u64, since: Instant, within: Duration) -> Duration {
+        loop {
+            if self.token().await.is_some_and(|t| t > above) {
+                return since.elapsed();
+            }
+            assert!(
+                since.elapsed() < within,
+                "job {} was not taken over within {within:?}",
+                self.name
+            );
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+    }
+}
+
 fn leads(admin: &Admin, gauge: &str) -> bool {
     admin.metrics().get(gauge, &[]) == Some(1.0)
 }
