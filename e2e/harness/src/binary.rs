@@ -30,14 +30,18 @@ use crate::Error;
 /// Binaries already checked (or built) by this process.
 static CHECKED: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
 
-/// The profile directories a test binary may sit in: the one above `deps/` of the running
-/// executable first, then `<target>/debug` and `<target>/release`.
+/// The profile directories a test binary may sit in: the one above `deps/` (or `examples/`) of
+/// the running executable first, then `<target>/debug` and `<target>/release`.
 fn profile_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(exe) = std::env::current_exe()
         && let Some(dir) = exe.parent()
     {
-        if dir.file_name().is_some_and(|n| n == "deps")
+        // A test binary sits in `<profile>/deps`, an example (the benchmarks) in
+        // `<profile>/examples`: the binaries of its own profile come first.
+        if dir
+            .file_name()
+            .is_some_and(|n| n == "deps" || n == "examples")
             && let Some(profile) = dir.parent()
         {
             dirs.push(profile.to_path_buf());
