@@ -9,7 +9,8 @@
 #   5. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
 #      ending with nextest's summary line.
 #   6. the unused-rule report: every RBAC grant in deploy/*/rbac.yaml was needed by a request its
-#      daemon made in the end-to-end tests, or says why it stays (docs/security.md).
+#      daemon made in the end-to-end tests, or says why it stays (docs/security.md);
+#      then nextest's summary line again, so that it is the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,8 +56,25 @@ step "unit, integration and end-to-end tests"
 # that the report below sees this run only.
 rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
 # Library, binary and test targets; the benchmark examples are compiled by clippy above, not
-# linked again here.
-cargo nextest run --workspace --lib --bins --tests --locked --profile "${NEXTEST_PROFILE:-default}"
+# linked again here. The output is kept so that nextest's summary line can end the run.
+nextest_out="$(mktemp)"
+trap 'rm -f "$nextest_out"' EXIT
+set +e
+cargo nextest run --workspace --lib --bins --tests --locked --profile "${NEXTEST_PROFILE:-default}" \
+  2>&1 | tee "$nextest_out"
+nextest_rc=${PIPESTATUS[0]}
+set -e
 
-step "RBAC: unused-rule report over this run's requests"
-cargo run --quiet --locked -p harness --bin rbac-usage -- --strict
+report_rc=0
+if [[ $nextest_rc == 0 ]]; then
+  step "RBAC: unused-rule report over this run's requests"
+  cargo run --quiet --locked -p harness --bin rbac-usage -- --strict || report_rc=$?
+else
+  step "RBAC: unused-rule report skipped (the tests failed, so their requests are incomplete)"
+fi
+
+# nextest's summary line, last.
+echo
+grep -E '^ +Summary \[' "$nextest_out" | tail -n 1 || true
+if [[ $nextest_rc != 0 ]]; then exit "$nextest_rc"; fi
+exit "$report_rc"

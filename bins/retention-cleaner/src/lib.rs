@@ -68,6 +68,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .absent_is_empty()
         .strip_managed_fields()
         .cache(&wctx, &changed),
+        object_stores: Watch::<DynamicObject>::new_with(
+            client.clone(),
+            ApiResource::erase::<api::thirdparty::barman::ObjectStore>(&()),
+        )
+        .describe("ObjectStores")
+        .absent_is_empty()
+        .strip(sweep::keep_retention_fields)
+        // Their changes (the plugin's status updates among them) are not a reason to sweep.
+        .cache(&wctx, &Trigger::new()),
     };
     let synced = {
         let caches = caches.clone();

@@ -49,6 +49,10 @@ pub struct Caches {
     pub restores: Cache<RestoreJob>,
     /// FoundationDBBackups (absent when the CRD is not installed).
     pub foundationdb: Cache<DynamicObject>,
+    /// CNPG ObjectStores, only their name, annotations and `spec.retentionPolicy` (absent when
+    /// the CRD is not installed): a sweep reads the floor it would write from here and only goes
+    /// to the API server when it differs. Changes to them do not start a sweep.
+    pub object_stores: Cache<DynamicObject>,
 }
 
 impl Caches {
@@ -59,6 +63,7 @@ impl Caches {
             && self.jobs.is_synced()
             && self.restores.is_synced()
             && self.foundationdb.is_synced()
+            && self.object_stores.is_synced()
     }
 
     /// Everything cached, grouped by namespace (shared: nothing is copied yet).
@@ -190,6 +195,37 @@ impl Default for Resources {
             ],
         }
     }
+}
+
+/// What the ObjectStore cache keeps of each: name, namespace, annotations and
+/// `spec.retentionPolicy` (the rest of the spec, the status and field ownership are dropped).
+pub fn keep_retention_fields(store: &mut DynamicObject) {
+    store.metadata.managed_fields = None;
+    store.metadata.labels = None;
+    let retention = store.data["spec"]["retentionPolicy"].take();
+    store.data = json!({"spec": {"retentionPolicy": retention}});
+}
+
+/// The retention an ObjectStore should have under `floor`: the longer of the floor and the
+/// template's value (recorded in an annotation by the runner, else the spec's own).
+fn effective_retention(store: &DynamicObject, floor: &str) -> Option<String> {
+    let spec = store.data["spec"]["retentionPolicy"].as_str();
+    let template = store
+        .annotations()
+        .get(annotations::TEMPLATE_RETENTION_POLICY)
+        .map(String::as_str)
+        .or(spec);
+    drivers::cnpg::effective_retention(template, Some(floor))
+}
+
+/// Whether `store` already records `floor` and carries the retention it implies.
+fn floor_applied(store: &DynamicObject, floor: &str) -> bool {
+    store
+        .annotations()
+        .get(annotations::RETENTION_FLOOR)
+        .is_some_and(|f| f == floor)
+        && store.data["spec"]["retentionPolicy"].as_str()
+            == effective_retention(store, floor).as_deref()
 }
 
 /// What was already reported per object, so an unchanged Keep is not repeated every sweep.
@@ -745,6 +781,20 @@ impl Run<'_> {
     /// oldest kept Backup needs: records the floor and applies the longer of it and the template's
     /// value (the backup-runner renders the same merge on its next apply).
     async fn object_store_floor(&mut self, r: &retention::cnpg::ObjectStoreRetention) {
+        let floor = r.policy();
+        // The cache says whether there is anything to do; with a thousand Postgres Plans a sweep
+        // would otherwise read a thousand ObjectStores. A cached copy that looks done but is
+        // stale is corrected by the sweep after the watch delivers the change.
+        match self
+            .cleaner
+            .caches
+            .object_stores
+            .get(Some(self.ns), &r.object_store)
+        {
+            None => return,
+            Some(cached) if floor_applied(&cached, &floor) => return,
+            Some(_) => {}
+        }
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.cleaner.client.clone(),
             self.ns,
@@ -762,19 +812,10 @@ impl Run<'_> {
                 )(e));
             }
         };
-        let floor = r.policy();
-        let annotations = live.annotations();
-        let spec = live.data["spec"]["retentionPolicy"].as_str();
-        let template = annotations
-            .get(annotations::TEMPLATE_RETENTION_POLICY)
-            .map(String::as_str)
-            .or(spec);
-        let effective = drivers::cnpg::effective_retention(template, Some(&floor));
-        if annotations.get(annotations::RETENTION_FLOOR) == Some(&floor)
-            && spec == effective.as_deref()
-        {
+        if floor_applied(&live, &floor) {
             return;
         }
+        let effective = effective_retention(&live, &floor);
         let patch = json!({
             "metadata": {"annotations": {annotations::RETENTION_FLOOR: floor}},
             "spec": {"retentionPolicy": effective},
@@ -832,5 +873,66 @@ async fn list_installed(
         Ok(list) => Ok(list.items),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => Err(api_err("list", format!("{what}s in {ns}"))(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(annotations: Json, retention: Option<&str>) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "barmancloud.cnpg.io/v1", "kind": "ObjectStore",
+            "metadata": {"name": "postgres-db", "namespace": "t", "annotations": annotations,
+                         "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+            "spec": {"retentionPolicy": retention, "configuration": {"destinationPath": "s3://b/p"}},
+            "status": {"serverRecoveryWindow": {}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_floor_is_applied_only_when_recorded_and_in_effect() {
+        let floor = annotations::RETENTION_FLOOR;
+        let template = annotations::TEMPLATE_RETENTION_POLICY;
+        // Recorded and in effect (the floor is longer than the template's 1d).
+        let done = store(json!({floor: "3d", template: "1d"}), Some("3d"));
+        assert!(floor_applied(&done, "3d"));
+        // A new floor, a floor not recorded, a retention someone reset: all need the write.
+        assert!(!floor_applied(&done, "4d"));
+        assert!(!floor_applied(
+            &store(json!({template: "1d"}), Some("3d")),
+            "3d"
+        ));
+        assert!(!floor_applied(
+            &store(json!({floor: "3d", template: "1d"}), Some("1d")),
+            "3d"
+        ));
+        // The template's longer retention wins over the floor.
+        let longer = store(json!({floor: "3d", template: "30d"}), Some("30d"));
+        assert!(floor_applied(&longer, "3d"));
+    }
+
+    #[test]
+    fn the_cache_keeps_what_the_floor_check_reads() {
+        let floor = annotations::RETENTION_FLOOR;
+        for (a, r, f) in [
+            (
+                json!({floor: "3d", annotations::TEMPLATE_RETENTION_POLICY: "1d"}),
+                Some("3d"),
+                "3d",
+            ),
+            (json!({floor: "3d"}), Some("1d"), "3d"),
+            (json!({}), None, "2d"),
+        ] {
+            let full = store(a, r);
+            let mut kept = full.clone();
+            keep_retention_fields(&mut kept);
+            assert_eq!(floor_applied(&kept, f), floor_applied(&full, f));
+            assert_eq!(effective_retention(&kept, f), effective_retention(&full, f));
+            assert!(kept.metadata.managed_fields.is_none() && kept.metadata.labels.is_none());
+            assert!(kept.data.get("status").is_none());
+            assert!(kept.data["spec"].get("configuration").is_none());
+        }
     }
 }

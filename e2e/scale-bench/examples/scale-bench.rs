@@ -412,6 +412,14 @@ async fn measure_in(d: Daemon, opts: &Options, work: &Path) -> anyhow::Result<Ro
     }
     println!("settled {:.1} s after catching up", secs(settle.elapsed()));
 
+    // What catching up and settling cost the API server (the baseline client's requests
+    // included, under its own agent).
+    let (catch_up_requests, top) = audit_since(&audit, 0);
+    println!("requests until settled: {catch_up_requests}");
+    for (what, n) in top {
+        println!("  {n:>6}  {what}");
+    }
+
     // The idle window: nothing changes in the cluster.
     let (audit_from, _) = audit_since(&audit, usize::MAX);
     let cpu0 = procfs::cpu_seconds(pid).unwrap_or_default();
