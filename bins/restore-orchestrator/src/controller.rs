@@ -125,24 +125,38 @@ fn wake(requeue: Option<Duration>) -> Requeue {
     }
 }
 
+/// Reads the Backup a job restores from: `Ok(Err(message))` when the API server refused (it is
+/// missing or forbidden), which the decision turns into the job's failure.
+async fn read_backup(ctx: &Context, ns: &str, name: &str) -> Result<Result<Backup, String>, Error> {
+    match Api::<Backup>::namespaced(ctx.client.clone(), ns)
+        .get_opt(name)
+        .await
+    {
+        Ok(Some(b)) => Ok(Ok(b)),
+        Ok(None) => Ok(Err(restore::job::not_found(name))),
+        Err(e) if is_refusal(&e) => Ok(Err(kube_message(&e))),
+        Err(source) => Err(Error::Api {
+            action: "get",
+            object: format!("Backup {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
 /// One decision on a fresh read of the job, and its execution.
 async fn pass(ctx: &Context, job: &RestoreJob, carry: &mut Carry) -> Result<Next, Error> {
     let ns = job.namespace().unwrap_or_default();
     let backup_name = &job.spec.backup_ref.name;
-    let backup: Result<Backup, String> = match Api::<Backup>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(backup_name)
-        .await
-    {
-        Ok(Some(b)) => Ok(b),
-        Ok(None) => Err(restore::job::not_found(backup_name)),
-        Err(e) if is_refusal(&e) => Err(kube_message(&e)),
-        Err(source) => {
-            return Err(Error::Api {
-                action: "get",
-                object: format!("Backup {ns}/{backup_name}"),
-                source,
-            });
-        }
+    // A finished job that is not being deleted only ever gets its finalizer added: the decision
+    // does not read the Backup then, so neither does the pass (at start-up that is one GET per
+    // finished job in the cluster).
+    let finished = job.is_terminal() && job.metadata.deletion_timestamp.is_none();
+    let backup: Result<Backup, String> = if finished {
+        Err(format!(
+            "Backup {ns}/{backup_name} not read: the job has finished"
+        ))
+    } else {
+        read_backup(ctx, &ns, backup_name).await?
     };
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let lookup = match &backup {

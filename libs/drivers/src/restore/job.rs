@@ -618,6 +618,18 @@ mod tests {
             decide_with(&j, BackupLookup::Found(&b), true),
             Step::AddFinalizer
         );
+        // The orchestrator does not read the Backup of a finished job that is not being deleted:
+        // the decision must be the same without it.
+        for phase in ["Succeeded", "Failed"] {
+            let mut finished = j.clone();
+            finished.status.as_mut().unwrap().phase = Some(phase.into());
+            let unread = BackupLookup::Error("not read".into());
+            assert_eq!(
+                decide_with(&finished, unread.clone(), true),
+                decide_with(&finished, BackupLookup::Found(&b), true),
+                "{phase}"
+            );
+        }
         j.metadata.finalizers = Some(vec![finalizers::CLEANUP.into()]);
         assert_eq!(
             decide_with(&j, BackupLookup::Error(not_found("bk")), true),
