@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use harness::faults::{self, RunStats};
-use harness::{Audit, DaemonSpec, Harness, eventually_within};
+use harness::{DaemonSpec, Harness, eventually_within};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -140,21 +140,13 @@ async fn run(chaos: bool) -> Outcome {
     let (annotation, generation) = rolled(&client, "the roll for the last edit").await;
     // Watched for a while longer: a spinning daemon shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(&Audit::parse(&h.audit_log()), BIN, started.elapsed());
+    let stats = RunStats::since(&h, BIN, started);
     assert_eq!(
         deployment(&client).await,
         (Some(annotation.clone()), generation),
         "nothing rolled after the last edit"
     );
-    h.daemon(BIN).unwrap().assert_unharmed();
-    let counts = h.chaos_counts().unwrap();
-    h.cleanup().await.unwrap();
-    Outcome {
-        state: (annotation, generation),
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut h, BIN, (annotation, generation), stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use api::thirdparty::apps;
 use api::thirdparty::percona::{PerconaServerMongoDB, PerconaServerMongoDBBackup};
+use harness::eventually_within;
 use harness::faults::{self, RunStats};
-use harness::{Audit, eventually_within};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use sim_platform::{Platform, TENANT};
@@ -143,17 +143,9 @@ async fn run(chaos: bool) -> Outcome {
     .await;
     // Watched for a while longer: a spinning runner shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(&Audit::parse(&p.h.audit_log()), RUNNER, started.elapsed());
+    let stats = RunStats::since(&p.h, RUNNER, started);
     assert_eq!(end_state(&p).await, state, "the terminal state held");
-    p.h.daemon(RUNNER).unwrap().assert_unharmed();
-    let counts = p.h.chaos_counts().unwrap();
-    p.h.cleanup().await.unwrap();
-    Outcome {
-        state,
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut p.h, RUNNER, state, stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

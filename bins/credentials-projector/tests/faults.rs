@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use harness::faults::{self, RunStats};
-use harness::{Audit, Harness, eventually_within};
+use harness::{Harness, eventually_within};
 
 const AK: &str = "AKIA-E2E-FAULTS-3c7d10";
 const SK: &str = "e2e-faults-secret-9be41f";
@@ -93,18 +93,10 @@ async fn run(chaos: bool) -> Outcome {
     .await;
     // Watched for a while longer: a spinning projector shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(&Audit::parse(&h.audit_log()), NAME, started.elapsed());
+    let stats = RunStats::since(&h, NAME, started);
     assert_eq!(end_state(&h).await, state, "the settled state held");
-    h.daemon(NAME).unwrap().assert_unharmed();
     assert_no_leak(&mut h, &[AK, SK]).await;
-    let counts = h.chaos_counts().unwrap();
-    h.cleanup().await.unwrap();
-    Outcome {
-        state,
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut h, NAME, state, stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use api::thirdparty::{apps, percona};
+use harness::eventually_within;
 use harness::faults::{self, RunStats};
-use harness::{Audit, eventually_within};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use support::{Platform, TENANT, ready};
@@ -114,21 +114,9 @@ async fn run(chaos: bool) -> Outcome {
     .await;
     // Watched for a while longer: a spinning orchestrator shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(
-        &Audit::parse(&p.h.audit_log()),
-        ORCHESTRATOR,
-        started.elapsed(),
-    );
+    let stats = RunStats::since(&p.h, ORCHESTRATOR, started);
     assert_eq!(end_state(&p).await, state, "the terminal state held");
-    p.h.daemon(ORCHESTRATOR).unwrap().assert_unharmed();
-    let counts = p.h.chaos_counts().unwrap();
-    p.h.cleanup().await.unwrap();
-    Outcome {
-        state,
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut p.h, ORCHESTRATOR, state, stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

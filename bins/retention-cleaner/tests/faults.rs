@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use api::contract::event_reasons as reasons;
 use chrono::Utc;
 use harness::faults::{self, RunStats};
-use harness::{Audit, Harness, eventually_within, until};
+use harness::{Harness, eventually_within, until};
 use support::*;
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -80,7 +80,7 @@ async fn run(chaos: bool) -> Outcome {
     let state = settle(&h, &names, &[10, 11, 12]).await;
     // Watched for a while longer: a spinning cleaner shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(&Audit::parse(&h.audit_log()), COMPONENT, started.elapsed());
+    let stats = RunStats::since(&h, COMPONENT, started);
     let after = end_state(&h, &names).await;
     assert_eq!(
         (after.remaining, after.deleted),
@@ -96,16 +96,8 @@ async fn run(chaos: bool) -> Outcome {
         .await;
     }
     let state = end_state(&h, &names).await;
-    h.daemon(COMPONENT).unwrap().assert_unharmed();
     assert_rbac(&h);
-    let counts = h.chaos_counts().unwrap();
-    h.cleanup().await.unwrap();
-    Outcome {
-        state,
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut h, COMPONENT, state, stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use harness::faults::{self, RunStats};
-use harness::{Audit, DaemonSpec, Harness, eventually_within};
+use harness::{DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use serde_json::Value;
@@ -195,17 +195,9 @@ async fn run(chaos: bool) -> Outcome {
     .await;
     // Watched for a while longer: a spinning renderer shows up in the request count.
     tokio::time::sleep(QUIET).await;
-    let stats = RunStats::measure(&Audit::parse(&h.audit_log()), RENDERER, started.elapsed());
+    let stats = RunStats::since(&h, RENDERER, started);
     assert_eq!(end_state(&client).await, state, "the settled state held");
-    h.daemon(RENDERER).unwrap().assert_unharmed();
-    let counts = h.chaos_counts().unwrap();
-    h.cleanup().await.unwrap();
-    Outcome {
-        state,
-        stats,
-        counts,
-        outage,
-    }
+    Outcome::finish(&mut h, RENDERER, state, stats, outage).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,9 +7,9 @@
 //!                                                              peak ≤ 3 × calm peak + 10
 //! ```
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::{Audit, Chaos, ChaosCounts, Mix};
+use crate::{Audit, Chaos, ChaosCounts, Harness, Mix};
 
 /// The seed every daemon's fault test uses.
 pub const SEED: u64 = 20_251_202;
@@ -55,6 +55,11 @@ impl RunStats {
             peak,
             elapsed,
         }
+    }
+
+    /// The requests `daemon` (a User-Agent prefix) made since `started`, from `h`'s audit log.
+    pub fn since(h: &Harness, daemon: &str, started: Instant) -> Self {
+        Self::measure(&Audit::parse(&h.audit_log()), daemon, started.elapsed())
     }
 
     /// Requests per second over the run.
@@ -117,6 +122,30 @@ pub struct Run<S> {
     pub counts: ChaosCounts,
     /// `(daemon, /ready body)` during the outage.
     pub outage: Vec<(String, String)>,
+}
+
+impl<S> Run<S> {
+    /// Ends a run of `daemon`'s scenario: the daemon must be unharmed (still running, started
+    /// once, no panic), what the schedule injected is recorded, and the harness is cleaned up.
+    pub async fn finish(
+        h: &mut Harness,
+        daemon: &str,
+        state: S,
+        stats: RunStats,
+        outage: Vec<(String, String)>,
+    ) -> Self {
+        h.daemon(daemon)
+            .expect("the daemon under test")
+            .assert_unharmed();
+        let counts = h.chaos_counts().expect("the chaos counters");
+        h.cleanup().await.expect("cleanup");
+        Run {
+            state,
+            stats,
+            counts,
+            outage,
+        }
+    }
 }
 
 /// What every fault test asserts of its run under faults besides the end state: the schedule
