@@ -2,7 +2,9 @@
 //! operator: three BackupJobs run to `Succeeded`, each with one operator backup and its catalog
 //! Backup) under the seeded API fault schedule with an API server restart while they run: the same
 //! end state as without faults (phases, Ready conditions, exactly one operator backup per job, the
-//! catalog entries), no spin, no crash, and the outage reported on `/ready`.
+//! catalog entries), no spin, no crash, and the outage reported on `/ready`. And the one fault that
+//! used to make two operator backups for a job: a create the API server stored but answered with
+//! a 504.
 
 use crate::sim_platform;
 use crate::support;
@@ -57,9 +59,9 @@ async fn platform() -> Platform {
 /// Per job: phase, Ready `(reason, message)`, how many operator backups carry its label, and its
 /// catalog Backup's spec (the operator backup's generated name replaced by `<backup>`, times by
 /// `<time>`).
-async fn end_state(p: &Platform) -> BTreeMap<String, Value> {
+async fn end_state(p: &Platform, jobs: &[&str]) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    for name in JOBS {
+    for &name in jobs {
         let job = p.jobs().get(name).await.unwrap();
         let status = job.status.clone().unwrap_or_default();
         let ready = support::ready(&job).map(|c| (c.reason, c.message));
@@ -134,7 +136,7 @@ async fn run(chaos: bool) -> Outcome {
     };
     p.job(JOBS[2], "MongoDB", "orders", "mongo").await;
     let state = eventually_within("every job terminal", SETTLE, || async {
-        let state = end_state(&p).await;
+        let state = end_state(&p, &JOBS).await;
         state
             .values()
             .all(|j| j["phase"] == "Succeeded" || j["phase"] == "Failed")
@@ -144,7 +146,7 @@ async fn run(chaos: bool) -> Outcome {
     // Watched for a while longer: a spinning runner shows up in the request count.
     tokio::time::sleep(QUIET).await;
     let stats = RunStats::since(&p.h, RUNNER, started);
-    assert_eq!(end_state(&p).await, state, "the terminal state held");
+    assert_eq!(end_state(&p, &JOBS).await, state, "the terminal state held");
     Outcome::finish(&mut p.h, RUNNER, state, stats, outage).await
 }
 
@@ -161,4 +163,47 @@ async fn backups_succeed_under_api_faults_and_a_restart() {
     }
     pretty_assertions::assert_eq!(faulty.state, calm.state);
     faults::assert_survived(RUNNER, &calm, &faulty, 3);
+}
+
+/// A create of the job's PerconaServerMongoDBBackup that the API server stored but answered with a
+/// 504 ("may still be processing the request"): the runner does not send it again, finds the
+/// stored backup on its next pass, and the job succeeds with exactly one operator backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_stored_but_answered_504_makes_one_operator_backup() {
+    let mut p = platform().await;
+    p.h.emulator().unwrap().inject_fault(harness::Fault {
+        verb: Some("create".into()),
+        resource: Some("perconaservermongodbbackups".into()),
+        code: 504,
+        rate: 1.0,
+        count: Some(1),
+        after_commit: true,
+    });
+    p.job(JOBS[0], "MongoDB", "orders", "mongo").await;
+    let state = eventually_within("the job terminal", SETTLE, || async {
+        let state = end_state(&p, &JOBS[..1]).await;
+        (state[JOBS[0]]["phase"] == "Succeeded" || state[JOBS[0]]["phase"] == "Failed")
+            .then_some(state)
+    })
+    .await;
+    let job = &state[JOBS[0]];
+    assert_eq!(
+        (&job["phase"], &job["operatorBackups"]),
+        (&json!("Succeeded"), &json!(1)),
+        "{job}"
+    );
+    let creates: Vec<u16> =
+        p.h.audit()
+            .requests
+            .iter()
+            .filter(|r| r.user_agent.starts_with(RUNNER))
+            .filter(|r| r.verb == "create" && r.resource == "perconaservermongodbbackups")
+            .map(|r| r.code)
+            .collect();
+    assert_eq!(
+        creates,
+        [504],
+        "one create, answered 504 after it was stored"
+    );
+    p.h.cleanup().await.unwrap();
 }

@@ -296,7 +296,7 @@ pub async fn connect(args: &KubeArgs) -> anyhow::Result<(kube::Client, String)> 
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config).context("build the Kubernetes client")?;
+    let client = runtime::retry::client(config).context("build the Kubernetes client")?;
     Ok((client, namespace))
 }
 

@@ -389,6 +389,7 @@ async fn callers_are_authenticated_by_token_review_and_authorized_by_prefix() {
             code,
             rate: 1.0,
             count: None,
+            after_commit: false,
         });
         let started = std::time::Instant::now();
         let err = beta_rpc

@@ -259,6 +259,7 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
         code: 403,
         rate: 1.0,
         count: None,
+        after_commit: false,
     });
     p.restore(
         "blind",

@@ -613,6 +613,7 @@ async fn a_failing_deletion_is_retried_and_blocks_nothing_else() {
         code: 500,
         rate: 1.0,
         count: Some(3),
+        after_commit: false,
     });
     spawn_cleaner(&mut h, &[]).await;
 

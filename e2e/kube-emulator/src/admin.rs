@@ -5,7 +5,7 @@
 //! | method | path | body / effect |
 //! |---|---|---|
 //! | GET, DELETE | `/emulator/v1/audit` | JSONL of every API request / clear it |
-//! | GET, POST, DELETE | `/emulator/v1/faults` | list / add `{"verb","resource","code","rate","count"}` / clear |
+//! | GET, POST, DELETE | `/emulator/v1/faults` | list / add `{"verb","resource","code","rate","count","after_commit"}` / clear |
 //! | GET, PUT, DELETE | `/emulator/v1/chaos` | `{"schedule", "counts"}` / set a seeded fault schedule ([`crate::chaos::Chaos`]) / clear it (the counts stay) |
 //! | PUT | `/emulator/v1/latency` | `{"millis": N}` added before every API request |
 //! | GET, POST, DELETE | `/emulator/v1/holds` | `{"rules", "held"}` / add a one-shot `{"verb","group","resource","subresource","userAgent"}` rule / clear the rules and release every held answer |
@@ -44,6 +44,10 @@ pub struct Fault {
     /// Stop after this many injected failures; None = forever.
     #[serde(default)]
     pub count: Option<u64>,
+    /// For a write: store it first, then answer `code` (a 500 or 504 after the change was made,
+    /// as a real API server can); reads are failed as usual.
+    #[serde(default)]
+    pub after_commit: bool,
 }
 
 fn one() -> f64 {
@@ -218,13 +222,13 @@ impl Admin {
         }
     }
 
-    /// Decides whether this request fails, and with which code.
+    /// Decides whether this request fails: with which code, and whether a write is stored first.
     pub(crate) fn pick_fault(
         &mut self,
         verb: &str,
         resource: &str,
         subresource: Option<&str>,
-    ) -> Option<u16> {
+    ) -> Option<(u16, bool)> {
         let matches_resource = |r: &str| match r.split_once('/') {
             Some((plural, sub)) => plural == resource && subresource == Some(sub),
             None => r == resource,
@@ -240,7 +244,8 @@ impl Admin {
                 if let Some(c) = f.count.as_mut() {
                     *c -= 1;
                 }
-                return Some(f.code);
+                let write = !matches!(verb, "get" | "list" | "watch");
+                return Some((f.code, f.after_commit && write));
             }
         }
         None

@@ -1188,6 +1188,7 @@ async fn fault_injection_makes_a_controller_retry_and_recover() {
         code: 500,
         rate: 1.0,
         count: Some(3),
+        after_commit: false,
     });
     let (ctx, handle) = spawn_child_controller(&client, &widgets, &cms);
     widgets
@@ -1215,6 +1216,7 @@ async fn fault_injection_makes_a_controller_retry_and_recover() {
         code: 429,
         rate: 1.0,
         count: Some(2),
+        after_commit: false,
     });
     emu.drop_watches();
     widgets

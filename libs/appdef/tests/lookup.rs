@@ -150,6 +150,7 @@ async fn list_failures_name_the_group_version_resource() {
         code: 500,
         rate: 1.0,
         count: Some(1),
+        after_commit: false,
     });
     let err = find_by_kind(&emu.client(), "Postgres").await.unwrap_err();
     assert!(

@@ -34,6 +34,7 @@ pub mod duration;
 pub mod events;
 pub mod log;
 pub mod metrics;
+pub mod retry;
 pub mod shutdown;
 pub mod singleton;
 pub mod watch;
@@ -79,7 +80,7 @@ pub async fn client_as(args: &ClientArgs, component: &str) -> anyhow::Result<kub
     {
         config.headers.push((http::header::USER_AGENT, agent));
     }
-    kube::Client::try_from(config).context("build Kubernetes client")
+    retry::client(config).context("build Kubernetes client")
 }
 
 /// The default TTL of daemon leases (`--lease-ttl`): a replica that cannot renew stops acting within

@@ -66,6 +66,7 @@ fn fail_event_creates(h: &Harness, code: u16, count: u64) {
         code,
         rate: 1.0,
         count: Some(count),
+        after_commit: false,
     });
 }
 

@@ -7,5 +7,6 @@ mod events;
 mod lease_readiness;
 mod lease_release;
 mod probe_daemon;
+mod retry;
 mod singleton;
 mod watch;

@@ -117,6 +117,7 @@ async fn a_relist_drops_an_object_deleted_while_disconnected() {
         code: 500,
         rate: 1.0,
         count: None,
+        after_commit: false,
     });
     emu.drop_watches();
     Api::<ConfigMap>::namespaced(client.clone(), "t")

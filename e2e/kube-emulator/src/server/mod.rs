@@ -110,13 +110,35 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                             || request::parse_body(&parts.headers, &body),
                         )
                     };
+                    let fault_answer = |code| {
+                        error_response(&crate::admin::fault_error(
+                            code,
+                            &t.kind,
+                            t.name.as_deref().unwrap_or_default(),
+                        ))
+                    };
+                    let serve = || async {
+                        let r = verbs::resource_request(
+                            &inner,
+                            &parts.method,
+                            &parts.headers,
+                            &q,
+                            &body,
+                            &t,
+                            verb,
+                        );
+                        if !matches!(verb, "get" | "list" | "watch") {
+                            inner.changed.notify_one();
+                        }
+                        r
+                    };
                     let resp = match fault {
-                        Some(code) if !(verb == "watch" && code == 410) => {
-                            error_response(&crate::admin::fault_error(
-                                code,
-                                &t.kind,
-                                t.name.as_deref().unwrap_or_default(),
-                            ))
+                        Some((code, true)) => {
+                            serve().await;
+                            fault_answer(code)
+                        }
+                        Some((code, false)) if !(verb == "watch" && code == 410) => {
+                            fault_answer(code)
                         }
                         Some(_) => {
                             watch::watch_expired_response(&t.kind, "forced by fault injection")
@@ -125,21 +147,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                         None => match review() {
                             Some(Ok((code, v))) => json_response(code, &v),
                             Some(Err(e)) => error_response(&e),
-                            None => {
-                                let r = verbs::resource_request(
-                                    &inner,
-                                    &parts.method,
-                                    &parts.headers,
-                                    &q,
-                                    &body,
-                                    &t,
-                                    verb,
-                                );
-                                if !matches!(verb, "get" | "list" | "watch") {
-                                    inner.changed.notify_one();
-                                }
-                                chaos::finish(plan, r).await
-                            }
+                            None => chaos::finish(plan, serve().await).await,
                         },
                     };
                     (resp, verb.to_string(), Some(t))
