@@ -3,6 +3,7 @@
 //! `PerconaServerMongoDBRestore`, run to `Succeeded`) under the seeded API fault schedule with an API
 //! server restart while they run: the same end state as without faults (phases, Ready conditions,
 //! exactly one operator restore per job), no spin, no crash, and the outage reported on `/ready`.
+//! And a create of the operator restore that the API server stored but answered with a 504.
 
 use crate::support;
 
@@ -45,9 +46,9 @@ async fn mongodb(p: &Platform, name: &str) {
 
 /// Per RestoreJob: phase, Ready `(reason, message)` and how many operator restores carry its label
 /// (their generated names replaced by `<restore>`).
-async fn end_state(p: &Platform) -> BTreeMap<String, Value> {
+async fn end_state(p: &Platform, jobs: &[(&str, Option<&str>)]) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    for (name, _) in RESTORES {
+    for &(name, _) in jobs {
         let job = p.restores(TENANT).get(name).await.unwrap();
         let phase = job.status.as_ref().and_then(|s| s.phase.clone());
         let ours = p
@@ -70,9 +71,10 @@ async fn end_state(p: &Platform) -> BTreeMap<String, Value> {
 
 type Outcome = faults::Run<BTreeMap<String, Value>>;
 
-async fn run(chaos: bool) -> Outcome {
-    let started = Instant::now();
-    let mut p = Platform::start("psmdb", &[], vec![]).await;
+/// The simulated platform with the MongoDB strategy and class, the three applications and the
+/// Backup `nightly` of `orders` taken by the real runner.
+async fn platform() -> Platform {
+    let p = Platform::start("psmdb", &[], vec![]).await;
     p.strategy(
         &ApiResource::erase::<api::strategy::MongoDB>(&()),
         "mongo",
@@ -85,6 +87,12 @@ async fn run(chaos: bool) -> Outcome {
     }
     p.backup(TENANT, "nightly", "MongoDB", "orders", "mongo")
         .await;
+    p
+}
+
+async fn run(chaos: bool) -> Outcome {
+    let started = Instant::now();
+    let mut p = platform().await;
     if chaos {
         p.h.set_chaos(Some(faults::schedule(&format!("{ORCHESTRATOR}/"))))
             .unwrap();
@@ -105,7 +113,7 @@ async fn run(chaos: bool) -> Outcome {
     p.restore(TENANT, name, "nightly", target(app), json!(null))
         .await;
     let state = eventually_within("every restore terminal", SETTLE, || async {
-        let state = end_state(&p).await;
+        let state = end_state(&p, &RESTORES).await;
         state
             .values()
             .all(|j| j["phase"] == "Succeeded" || j["phase"] == "Failed")
@@ -115,7 +123,11 @@ async fn run(chaos: bool) -> Outcome {
     // Watched for a while longer: a spinning orchestrator shows up in the request count.
     tokio::time::sleep(QUIET).await;
     let stats = RunStats::since(&p.h, ORCHESTRATOR, started);
-    assert_eq!(end_state(&p).await, state, "the terminal state held");
+    assert_eq!(
+        end_state(&p, &RESTORES).await,
+        state,
+        "the terminal state held"
+    );
     Outcome::finish(&mut p.h, ORCHESTRATOR, state, stats, outage).await
 }
 
@@ -132,4 +144,46 @@ async fn restores_succeed_under_api_faults_and_a_restart() {
     }
     assert_eq!(faulty.state, calm.state);
     faults::assert_survived(ORCHESTRATOR, &calm, &faulty, 3);
+}
+
+/// The in-place restore's PerconaServerMongoDBRestore is stored but its create answered 504 ("may
+/// still be processing the request"): the orchestrator does not send it again, its next pass reads
+/// the stored restore, and the job succeeds with exactly one operator restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_stored_but_answered_504_makes_one_operator_restore() {
+    let mut p = platform().await;
+    p.h.emulator().unwrap().inject_fault(harness::Fault {
+        verb: Some("create".into()),
+        resource: Some("perconaservermongodbrestores".into()),
+        code: 504,
+        rate: 1.0,
+        count: Some(1),
+        after_commit: true,
+    });
+    let (name, _) = RESTORES[0];
+    p.restore(TENANT, name, "nightly", None, json!(null)).await;
+    let state = eventually_within("the restore terminal", SETTLE, || async {
+        let state = end_state(&p, &RESTORES[..1]).await;
+        (state[name]["phase"] == "Succeeded" || state[name]["phase"] == "Failed").then_some(state)
+    })
+    .await;
+    assert_eq!(
+        (&state[name]["phase"], &state[name]["operatorRestores"]),
+        (&json!("Succeeded"), &json!(1)),
+        "{state:?}"
+    );
+    let creates: Vec<u16> =
+        p.h.audit()
+            .requests
+            .iter()
+            .filter(|r| r.user_agent.starts_with(ORCHESTRATOR))
+            .filter(|r| r.verb == "create" && r.resource == "perconaservermongodbrestores")
+            .map(|r| r.code)
+            .collect();
+    assert_eq!(
+        creates,
+        [504],
+        "one create, answered 504 after it was stored"
+    );
+    p.h.cleanup().await.unwrap();
 }
