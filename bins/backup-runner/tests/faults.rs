@@ -171,14 +171,7 @@ async fn backups_succeed_under_api_faults_and_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_stored_but_answered_504_makes_one_operator_backup() {
     let mut p = platform().await;
-    p.h.emulator().unwrap().inject_fault(harness::Fault {
-        verb: Some("create".into()),
-        resource: Some("perconaservermongodbbackups".into()),
-        code: 504,
-        rate: 1.0,
-        count: Some(1),
-        after_commit: true,
-    });
+    faults::store_then_time_out_next_create(&p.h, "perconaservermongodbbackups");
     p.job(JOBS[0], "MongoDB", "orders", "mongo").await;
     let state = eventually_within("the job terminal", SETTLE, || async {
         let state = end_state(&p, &JOBS[..1]).await;
@@ -192,16 +185,8 @@ async fn a_create_stored_but_answered_504_makes_one_operator_backup() {
         (&json!("Succeeded"), &json!(1)),
         "{job}"
     );
-    let creates: Vec<u16> =
-        p.h.audit()
-            .requests
-            .iter()
-            .filter(|r| r.user_agent.starts_with(RUNNER))
-            .filter(|r| r.verb == "create" && r.resource == "perconaservermongodbbackups")
-            .map(|r| r.code)
-            .collect();
     assert_eq!(
-        creates,
+        faults::create_answers(&p.h, RUNNER, "perconaservermongodbbackups"),
         [504],
         "one create, answered 504 after it was stored"
     );

@@ -152,14 +152,7 @@ async fn restores_succeed_under_api_faults_and_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_stored_but_answered_504_makes_one_operator_restore() {
     let mut p = platform().await;
-    p.h.emulator().unwrap().inject_fault(harness::Fault {
-        verb: Some("create".into()),
-        resource: Some("perconaservermongodbrestores".into()),
-        code: 504,
-        rate: 1.0,
-        count: Some(1),
-        after_commit: true,
-    });
+    faults::store_then_time_out_next_create(&p.h, "perconaservermongodbrestores");
     let (name, _) = RESTORES[0];
     p.restore(TENANT, name, "nightly", None, json!(null)).await;
     let state = eventually_within("the restore terminal", SETTLE, || async {
@@ -172,16 +165,8 @@ async fn a_create_stored_but_answered_504_makes_one_operator_restore() {
         (&json!("Succeeded"), &json!(1)),
         "{state:?}"
     );
-    let creates: Vec<u16> =
-        p.h.audit()
-            .requests
-            .iter()
-            .filter(|r| r.user_agent.starts_with(ORCHESTRATOR))
-            .filter(|r| r.verb == "create" && r.resource == "perconaservermongodbrestores")
-            .map(|r| r.code)
-            .collect();
     assert_eq!(
-        creates,
+        faults::create_answers(&p.h, ORCHESTRATOR, "perconaservermongodbrestores"),
         [504],
         "one create, answered 504 after it was stored"
     );

@@ -161,3 +161,30 @@ pub fn assert_survived<S>(daemon: &str, calm: &Run<S>, faulty: &Run<S>, min_inje
     assert_outage_reported(&faulty.outage);
     assert_no_spin(daemon, calm.stats, faulty.stats);
 }
+
+/// Makes the next create of `resource` (plural) be stored and then answered 504, as a real API
+/// server's "may still be processing the request" can be.
+pub fn store_then_time_out_next_create(h: &Harness, resource: &str) {
+    h.emulator()
+        .expect("an emulator with fault injection")
+        .inject_fault(crate::Fault {
+            verb: Some("create".into()),
+            resource: Some(resource.into()),
+            code: 504,
+            rate: 1.0,
+            count: Some(1),
+            after_commit: true,
+        });
+}
+
+/// The answers (HTTP codes), in order, to `daemon`'s creates of `resource` (plural), from the
+/// audit log.
+pub fn create_answers(h: &Harness, daemon: &str, resource: &str) -> Vec<u16> {
+    h.audit()
+        .requests
+        .iter()
+        .filter(|r| r.user_agent.starts_with(daemon))
+        .filter(|r| r.verb == "create" && r.resource == resource)
+        .map(|r| r.code)
+        .collect()
+}
