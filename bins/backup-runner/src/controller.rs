@@ -157,6 +157,15 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                     }
                 },
             };
+            // The gate passed: a wait it reported is over (a driver that writes no Ready condition
+            // of its own, Velero, would leave it standing).
+            let gate_waits = [
+                reasons::CREDENTIALS_PROJECTION_PENDING,
+                reasons::BACKUP_CLASS_NOT_FOUND,
+            ];
+            if ::drivers::status::end_wait(&mut status, &gate_waits) {
+                write(ctx, &job, status.clone()).await?;
+            }
             if status.started_at.is_none() {
                 template_problems(ctx, &job, &kind, &resolved).await;
             }

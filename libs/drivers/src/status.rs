@@ -92,6 +92,21 @@ pub fn wait<S: JobStatus>(status: &mut S, reason: &str, message: &str, running: 
     );
 }
 
+/// Ends a wait that is over: drops the `Ready=False` condition when its reason is one of `reasons`
+/// (a gate's wait, such as `CredentialsProjectionPending`, once the gate has passed). A driver that
+/// writes no `Ready` condition of its own (Velero) would otherwise leave a running or succeeded job
+/// saying it still waits. True when something was dropped.
+pub fn end_wait<S: JobStatus>(status: &mut S, reasons: &[&str]) -> bool {
+    let conditions = status.conditions_mut();
+    let before = conditions.len();
+    conditions.retain(|c| {
+        !(c.type_ == condition_types::READY
+            && c.status == ConditionStatus::False
+            && reasons.contains(&c.reason.as_str()))
+    });
+    conditions.len() != before
+}
+
 /// The first step of a driver: `startedAt` (and, for the drivers that do, phase `Running`).
 pub fn start<S: JobStatus>(status: &mut S, running: bool, now: &Time) {
     *status.started_at_mut() = Some(now.clone());
@@ -177,6 +192,30 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
     use std::time::Duration;
+
+    #[test]
+    fn end_wait_drops_only_a_false_ready_of_the_given_reasons() {
+        let now = Time("2026-03-01T10:00:00Z".parse().unwrap());
+        let mut status = api::backups::BackupJobStatus::default();
+        wait(
+            &mut status,
+            "CredentialsProjectionPending",
+            "waiting",
+            false,
+            &now,
+        );
+        assert!(!end_wait(&mut status, &["BackupClassNotFound"]));
+        assert!(ready(&status.conditions).is_some());
+        assert!(end_wait(&mut status, &["CredentialsProjectionPending"]));
+        assert_eq!(ready(&status.conditions), None);
+        backup_succeeded(&mut status, "b", Some("done"), &now);
+        let mut kept = status.clone();
+        kept.conditions[0].reason = "CredentialsProjectionPending".into();
+        assert!(
+            !end_wait(&mut kept, &["CredentialsProjectionPending"]),
+            "a True Ready stays"
+        );
+    }
 
     fn t(s: &str) -> Time {
         Time(s.parse().unwrap())

@@ -239,7 +239,15 @@ impl Platform {
         crate::support::projection_pending(&self.jobs(), name).await;
         assert!(self.owned(created, namespace, name).await.is_empty());
         self.h.restart("credentials-projector", WAIT).await.unwrap();
-        self.succeeded(name).await;
+        let job = self.succeeded(name).await;
+        // The wait is over: no driver, not even Velero's (which writes no Ready condition of its
+        // own), leaves the job saying it waits for the projector.
+        assert_ne!(
+            crate::support::ready(&job).map(|c| c.reason),
+            Some("CredentialsProjectionPending".to_owned()),
+            "{:?}",
+            job.status
+        );
     }
 
     /// Waits for a terminal phase.

@@ -337,7 +337,18 @@ pub fn decide(o: &Observed<'_>) -> Step {
             .filter(|c| c.observed_generation == job.metadata.generation);
         match verdict {
             None => return Step::idle(),
-            Some(c) if c.status == ConditionStatus::True => {}
+            Some(c) if c.status == ConditionStatus::True => {
+                // The projection is done: a pending wait it reported is over (Velero writes no
+                // Ready condition of its own that would replace it).
+                let mut next = status.clone();
+                if crate::status::end_wait(&mut next, &[reasons::CREDENTIALS_PROJECTION_PENDING]) {
+                    return Step::Status {
+                        status: next,
+                        events: Vec::new(),
+                        requeue: None,
+                    };
+                }
+            }
             Some(c) if projection_is_transient(&c.reason) => {
                 let mut next = status.clone();
                 crate::status::wait(
@@ -588,10 +599,29 @@ mod tests {
                 unreachable!()
             };
             let mut again = j.clone();
-            again.status = Some(status);
+            again.status = Some(status.clone());
             assert_eq!(
                 decide_with(&again, BackupLookup::Found(&b), true),
                 Step::idle()
+            );
+            // The projection then succeeds: the wait is over, its Ready condition goes (one
+            // write), and the next pass dispatches.
+            let mut done = again.clone();
+            let mut conditions = status.conditions.clone();
+            conditions.retain(|c| c.type_ != condition_types::CREDENTIALS_PROJECTED);
+            conditions.push(projected(ConditionStatus::True, "Projected", 1));
+            done.status.as_mut().unwrap().conditions = conditions;
+            let Step::Status { status: over, .. } =
+                decide_with(&done, BackupLookup::Found(&b), true)
+            else {
+                panic!("the end of the wait is written");
+            };
+            assert_eq!(crate::status::ready(&over.conditions), None);
+            assert_eq!(over.phase, None);
+            done.status = Some(over);
+            assert_eq!(
+                decide_with(&done, BackupLookup::Found(&b), true),
+                Step::Dispatch(Driver::MariaDb)
             );
         }
         for terminal in ["SourceSecretMalformed", "TargetSecretNotOwned", "Unknown"] {
