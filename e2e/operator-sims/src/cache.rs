@@ -39,7 +39,10 @@ impl Cache {
             .cloned()
     }
 
-    /// Records an object directly (tests, or a simulator noting its own write).
+    /// Records an object directly (tests, or a simulator noting its own write), unless the cache
+    /// holds a newer version of it already: the watch may deliver a later change (another
+    /// client's) before the simulator records the answer to its own write, and that change must
+    /// not be lost (the simulator would wait for an event that already came).
     pub fn insert(&self, value: Value) {
         let key = (
             value["metadata"]["namespace"]
@@ -48,10 +51,11 @@ impl Cache {
                 .to_owned(),
             value["metadata"]["name"].as_str().unwrap_or("").to_owned(),
         );
-        self.objects
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, value);
+        let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        if objects.get(&key).is_some_and(|held| is_newer(held, &value)) {
+            return;
+        }
+        objects.insert(key, value);
     }
 
     /// Watches `resource` in all namespaces into this cache, applying `sanitize` to every object
@@ -107,6 +111,17 @@ impl Cache {
     }
 }
 
+/// True when `held` is a later version than `candidate` (by `resourceVersion`, which the API
+/// emulator the simulators run against numbers in order; unknown orders count as not newer).
+fn is_newer(held: &Value, candidate: &Value) -> bool {
+    let version = |v: &Value| {
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<u64>().ok())
+    };
+    matches!((version(held), version(candidate)), (Some(h), Some(c)) if h > c)
+}
+
 /// Starts one [`Cache::watch`] per `(cache, resource, check)`: all namespaces, no selector, objects
 /// as served, every change signalling `notify`; `check` names the readiness check that passes
 /// after the initial list. The setup every simulator opens with.
@@ -136,5 +151,30 @@ pub fn spawn_sanitized_watches(
             readiness.register(check),
             sanitize,
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(rv: &str, note: &str) -> Value {
+        json!({"metadata": {"namespace": "ns", "name": "a", "resourceVersion": rv},
+               "note": note})
+    }
+
+    #[test]
+    fn an_older_answer_does_not_replace_a_newer_watched_version() {
+        let cache = Cache::default();
+        cache.insert(object("7", "own write"));
+        cache.insert(object("9", "another client's change, from the watch"));
+        cache.insert(object("8", "a late answer to an own write"));
+        assert_eq!(
+            cache.get("ns", "a").unwrap()["note"],
+            "another client's change, from the watch"
+        );
+        cache.insert(object("10", "newer"));
+        assert_eq!(cache.get("ns", "a").unwrap()["note"], "newer");
     }
 }
