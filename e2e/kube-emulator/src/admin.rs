@@ -244,8 +244,7 @@ impl Admin {
                 if let Some(c) = f.count.as_mut() {
                     *c -= 1;
                 }
-                let write = !matches!(verb, "get" | "list" | "watch");
-                return Some((f.code, f.after_commit && write));
+                return Some((f.code, f.after_commit && crate::chaos::is_write(verb)));
             }
         }
         None

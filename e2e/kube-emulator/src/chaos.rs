@@ -235,7 +235,7 @@ impl ChaosState {
         }
         self.counts.requests += 1;
         let is_watch = verb == "watch";
-        let is_write = !matches!(verb, "get" | "list" | "watch");
+        let is_write = is_write(verb);
         if self.rng.random::<f64>() < s.rate {
             let m = &s.mix;
             let expire = if is_watch && watch_resume {
@@ -287,6 +287,11 @@ impl ChaosState {
         }
         Plan::Pass
     }
+}
+
+/// True for a verb that changes stored state (anything but `get`, `list` and `watch`).
+pub(crate) fn is_write(verb: &str) -> bool {
+    !matches!(verb, "get" | "list" | "watch")
 }
 
 /// True for a watch that resumes from a resourceVersion (not a fresh "" / "0" start).

@@ -127,7 +127,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
                             &t,
                             verb,
                         );
-                        if !matches!(verb, "get" | "list" | "watch") {
+                        if crate::chaos::is_write(verb) {
                             inner.changed.notify_one();
                         }
                         r
@@ -168,7 +168,7 @@ pub(crate) async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) ->
     };
     let verb = verb.as_str();
     let held = verb != "admin"
-        && !matches!(verb, "get" | "list" | "watch")
+        && crate::chaos::is_write(verb)
         && resp.status().is_success()
         && target.as_ref().is_some_and(|t| {
             inner.admin().pick_hold(&crate::admin::WriteRequest {
