@@ -65,12 +65,29 @@ async fn plane() -> (Harness, Failover) {
     (h, f)
 }
 
+/// Waits until `cozy-default` exists and carries the leader's Ready condition. The condition is
+/// written after the apply's answer arrived, in the same pass, and the emulator records a write in
+/// its audit log before it answers: so once the condition shows, the apply is in the audit log. The
+/// object alone is not enough: the store shows it to a reader a moment before the audit entry of
+/// the write that created it is recorded, and a count read in that moment misses the apply.
 async fn rendered(h: &Harness) {
     let api = classes(&h.client());
-    until("the leader to render cozy-default", || {
-        let api = api.clone();
-        async move { api.get_opt(CLASS).await.unwrap().is_some() }
-    })
+    until(
+        "the leader to render cozy-default and report its Ready condition",
+        || {
+            let api = api.clone();
+            async move {
+                api.get_opt(CLASS).await.unwrap().is_some_and(|class| {
+                    class.data["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c["type"] == api::contract::condition_types::READY)
+                        })
+                })
+            }
+        },
+    )
     .await;
 }
 
