@@ -4,7 +4,7 @@
 //! ```text
 //!  ConfigMap <cfg-ns>/<cfg-name>        keeps only data.values.yaml
 //!  BucketClaim <ns>/bucket-<bucket>     re-targeted when the configuration moves it (none for external S3)
-//!  Secret <ns>/<systemSecretName>       re-targeted likewise; keeps only the endpoint
+//!  Secret <ns>/<systemSecretName>       re-targeted likewise; keeps only the endpoint and the bucket name
 //!  BackupClass, 7 strategy kinds, BSL   every object (a kind not served = empty)
 //!  Bucket                               only those labelled managed-by=strategy-renderer
 //!        └────────── every change fires one Trigger ──► the evaluation loop
@@ -90,6 +90,9 @@ pub struct Snapshot {
     pub secret_present: bool,
     /// The Secret's raw `endpoint` value, if it has one.
     pub secret_endpoint: Option<Vec<u8>>,
+    /// The bucket the Secret names (flat `bucketName`, else `BucketInfo`'s `spec.bucketName`):
+    /// what upstream's default-objects gate reads.
+    pub secret_bucket_name: Option<String>,
     /// Every owned object, as JSON.
     pub observed: BTreeMap<Key, Value>,
 }
@@ -136,7 +139,7 @@ impl Inputs {
         let secret = Watch::<Secret>::new(client.clone())
             .targeting(secret_target(defaults).unwrap_or_default())
             .describe("Secret")
-            .strip(keep_endpoint_only)
+            .strip(keep_public_coordinates)
             .cache(ctx, changed);
         let kinds = owned_kinds();
         let owned = kinds
@@ -233,6 +236,9 @@ impl Inputs {
             claim_bucket_name,
             secret_present: secret.is_some(),
             secret_endpoint: secret_data("endpoint"),
+            secret_bucket_name: secret_data(backup_storage::credentials::KEY_BUCKET_NAME)
+                .and_then(|b| String::from_utf8(b).ok())
+                .filter(|b| !b.is_empty()),
             observed,
         }
     }
@@ -267,14 +273,25 @@ fn keep_values_only(cm: &mut ConfigMap) {
     cm.metadata.annotations = None;
 }
 
-/// The Secret cache keeps only `endpoint` (a public coordinate): the keys never stay in memory.
-pub(crate) fn keep_endpoint_only(secret: &mut Secret) {
-    let endpoint = secret.data.take().and_then(|mut d| d.remove("endpoint"));
-    secret.data = Some(
-        endpoint
-            .map(|e| BTreeMap::from([("endpoint".to_owned(), e)]))
-            .unwrap_or_default(),
+/// The Secret cache keeps only public coordinates: `endpoint` as it is, and the bucket name the
+/// Secret carries (flat `bucketName`, else read out of `BucketInfo`) under `bucketName`. The keys,
+/// and the `BucketInfo` document that holds them, never stay in memory.
+pub(crate) fn keep_public_coordinates(secret: &mut Secret) {
+    let mut data = secret.data.take().unwrap_or_default();
+    let bucket = backup_storage::credentials::source_bucket_name(
+        &data.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect(),
     );
+    let mut kept = BTreeMap::new();
+    if let Some(e) = data.remove("endpoint") {
+        kept.insert("endpoint".to_owned(), e);
+    }
+    if let Some(b) = bucket {
+        kept.insert(
+            backup_storage::credentials::KEY_BUCKET_NAME.to_owned(),
+            k8s_openapi::ByteString(b.into_bytes()),
+        );
+    }
+    secret.data = Some(kept);
     secret.string_data = None;
     // last-applied annotations may carry the whole Secret.
     secret.metadata.annotations = None;
@@ -295,11 +312,32 @@ mod tests {
             "stringData": {"secretKey": "SK"},
         }))
         .unwrap();
-        keep_endpoint_only(&mut s);
+        keep_public_coordinates(&mut s);
         assert_eq!(
             serde_json::to_value(&s).unwrap(),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"},
-                   "data": {"endpoint": "czMuZXhhbXBsZS5jb20="}})
+                   "data": {"endpoint": "czMuZXhhbXBsZS5jb20=", "bucketName": "YnVja2V0LTE="}})
+        );
+    }
+
+    #[test]
+    fn the_bucket_name_is_read_out_of_bucket_info_and_the_document_dropped() {
+        use k8s_openapi::ByteString;
+        let info = r#"{"spec":{"bucketName":"bucket-2","secretS3":{"accessKeyID":"AK","accessSecretKey":"SK"}}}"#;
+        let mut s = Secret {
+            data: Some(BTreeMap::from([(
+                "BucketInfo".to_owned(),
+                ByteString(info.as_bytes().to_vec()),
+            )])),
+            ..Default::default()
+        };
+        keep_public_coordinates(&mut s);
+        assert_eq!(
+            s.data,
+            Some(BTreeMap::from([(
+                "bucketName".to_owned(),
+                ByteString(b"bucket-2".to_vec())
+            )]))
         );
     }
 }

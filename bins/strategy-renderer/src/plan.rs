@@ -155,32 +155,55 @@ pub struct ReadyStatus {
     pub missing: usize,
 }
 
-/// Computes the Ready status. As upstream's default-objects gate: while the system credentials
-/// Secret is absent, or the bucket name is not known yet, the only thing reported missing is that
-/// Secret (the routed objects cannot exist before it); afterwards each required object that does
-/// not exist, `<Kind>/<name>`, sorted.
+/// What the default-objects gate knows about the system credentials Secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SystemSecret<'a> {
+    /// The Secret does not exist (yet).
+    Absent,
+    /// It exists; the bucket it names (flat `bucketName`, else `BucketInfo`'s `spec.bucketName`).
+    Present {
+        /// The bucket name, when the Secret carries one.
+        bucket_name: Option<&'a str>,
+    },
+}
+
+/// Computes the Ready status, in the order of upstream's default-objects gate:
+///
+/// 1. the system credentials Secret is absent → only that Secret is missing;
+/// 2. the Secret names no bucket → only that Secret is missing (one deliberate difference: with
+///    `provisionBucket: false` the bucket is `backupStorage.bucketName` itself, so once that resolves
+///    the Secret's name is not needed);
+/// 3. otherwise each required object that does not exist, `<Kind>/<name>`, sorted. The bucket name
+///    comes from the Secret, as upstream's does: a BucketClaim that has not reported
+///    `status.bucketName` yet does not hold the count back (the message then also says the render
+///    is waiting for the claim).
 pub fn ready_status(
     desired: &DesiredObjects,
     config: &RenderConfig,
     observed: &BTreeMap<Key, Value>,
-    system_secret_present: bool,
+    secret: SystemSecret<'_>,
 ) -> ReadyStatus {
     let bs = &config.backup_storage;
-    let missing: Vec<String> = if !system_secret_present || desired.bucket_name.is_none() {
-        vec![format!("Secret/{}", bs.system_secret_name)]
-    } else {
-        desired
-            .required
-            .iter()
-            .filter(|r| {
-                !observed.contains_key(&Key {
-                    kind: r.kind.clone(),
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
+    let secret_entry = || vec![format!("Secret/{}", bs.system_secret_name)];
+    let external_bucket = !bs.provision_bucket && desired.bucket_name.is_some();
+    let (missing, unnamed) = match secret {
+        SystemSecret::Absent => (secret_entry(), false),
+        SystemSecret::Present { bucket_name: None } if !external_bucket => (secret_entry(), true),
+        SystemSecret::Present { .. } => (
+            desired
+                .required
+                .iter()
+                .filter(|r| {
+                    !observed.contains_key(&Key {
+                        kind: r.kind.clone(),
+                        namespace: r.namespace.clone(),
+                        name: r.name.clone(),
+                    })
                 })
-            })
-            .map(|r| r.display())
-            .collect()
+                .map(|r| r.display())
+                .collect(),
+            false,
+        ),
     };
     if missing.is_empty() {
         return ReadyStatus {
@@ -191,6 +214,12 @@ pub fn ready_status(
         };
     }
     let mut message = format!("missing: {}", missing.join(", "));
+    if unnamed {
+        message.push_str(&format!(
+            "; Secret {}/{} names no bucket (no bucketName key, no spec.bucketName in BucketInfo)",
+            bs.namespace, bs.system_secret_name
+        ));
+    }
     if desired.bucket_name.is_none() {
         message.push_str(&format!(
             "; waiting for BucketClaim {}/{} to report status.bucketName",
@@ -289,6 +318,13 @@ mod tests {
 
     fn desired(bucket: Option<&str>) -> DesiredObjects {
         strategy_render::render(&config(), bucket, Some(b"s3.example.com"))
+    }
+
+    /// A system Secret that names `bucket`.
+    fn named(bucket: &str) -> SystemSecret<'_> {
+        SystemSecret::Present {
+            bucket_name: Some(bucket),
+        }
     }
 
     /// Observed = what the API server holds after applying `objects` (a uid added).
@@ -409,7 +445,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(bsl, ApplyReason::Create)]
         );
-        let r = ready_status(&d, &config(), &observed, true);
+        let r = ready_status(&d, &config(), &observed, named("bucket-1"));
         assert_eq!(
             (r.status, r.reason, r.message.as_str(), r.missing),
             (
@@ -426,7 +462,7 @@ mod tests {
         let c = config();
         // Bootstrap: no Secret, no bucket name: only the Secret is missing (upstream's gate).
         let d = desired(None);
-        let r = ready_status(&d, &c, &BTreeMap::new(), false);
+        let r = ready_status(&d, &c, &BTreeMap::new(), SystemSecret::Absent);
         assert_eq!(
             (r.reason, r.message.as_str(), r.missing),
             (
@@ -438,7 +474,7 @@ mod tests {
         );
         // Secret there, bucket known, nothing applied yet: every required object, sorted.
         let d = desired(Some("bucket-1"));
-        let r = ready_status(&d, &c, &BTreeMap::new(), true);
+        let r = ready_status(&d, &c, &BTreeMap::new(), named("bucket-1"));
         assert_eq!(
             r.message,
             "missing: Altinity/cozy-default-altinity, BackupStorageLocation/cozy-default, \
@@ -447,7 +483,7 @@ mod tests {
              Velero/cozy-default-velero-vminstance"
         );
         assert_eq!(r.missing, 8);
-        let r = ready_status(&d, &c, &observed_as_applied(&d.objects), true);
+        let r = ready_status(&d, &c, &observed_as_applied(&d.objects), named("bucket-1"));
         assert_eq!(
             (r.status, r.reason, r.message.as_str(), r.missing),
             (
@@ -457,6 +493,78 @@ mod tests {
                 0
             )
         );
+    }
+
+    #[test]
+    fn the_gate_takes_the_bucket_from_the_secret_before_the_claim_reports_it() {
+        // The Secret names a bucket, the BucketClaim has no status.bucketName: the renderer
+        // cannot render the gated objects yet, but the gate counts them as upstream's does.
+        let c = config();
+        let unresolved = desired(None);
+        let waiting = "; waiting for BucketClaim tenant-root/bucket-cozy-backups to report \
+                       status.bucketName";
+        // Nothing rendered: every routed object and the BSL.
+        let r = ready_status(&unresolved, &c, &BTreeMap::new(), named("bucket-1"));
+        assert_eq!(
+            (r.status, r.message, r.missing),
+            (
+                ConditionStatus::False,
+                format!(
+                    "missing: Altinity/cozy-default-altinity, BackupStorageLocation/cozy-default, \
+                     CNPG/cozy-default-cnpg, Etcd/cozy-default-etcd, MariaDB/cozy-default-mariadb, \
+                     MongoDB/cozy-default-mongodb, Velero/cozy-default-velero-vmdisk, \
+                     Velero/cozy-default-velero-vminstance{waiting}"
+                ),
+                8
+            )
+        );
+        // Everything exists (rendered for that bucket before): nothing missing.
+        let all = observed_as_applied(&desired(Some("bucket-1")).objects);
+        let r = ready_status(&unresolved, &c, &all, named("bucket-1"));
+        assert_eq!(
+            (r.status, r.reason, r.missing),
+            (ConditionStatus::True, "DefaultObjectsPresent", 0)
+        );
+        // Without Velero the Velero routes and the BSL are not counted.
+        let mut no_velero = config();
+        no_velero.velero.bsl_enabled = false;
+        let d = strategy_render::render(&no_velero, None, Some(b"s3.example.com"));
+        let r = ready_status(&d, &no_velero, &BTreeMap::new(), named("bucket-1"));
+        assert_eq!(
+            (r.message, r.missing),
+            (
+                format!(
+                    "missing: Altinity/cozy-default-altinity, CNPG/cozy-default-cnpg, \
+                     Etcd/cozy-default-etcd, MariaDB/cozy-default-mariadb, \
+                     MongoDB/cozy-default-mongodb{waiting}"
+                ),
+                5
+            )
+        );
+    }
+
+    #[test]
+    fn a_secret_that_names_no_bucket_is_what_the_gate_reports() {
+        let c = config();
+        let unnamed = SystemSecret::Present { bucket_name: None };
+        let names_none = "missing: Secret/bucket-cozy-backups-system-credentials; Secret \
+                          tenant-root/bucket-cozy-backups-system-credentials names no bucket (no \
+                          bucketName key, no spec.bucketName in BucketInfo)";
+        // Upstream's order: the Secret's bucket name is checked before any routed object, also
+        // when the claim already reported one.
+        for d in [desired(None), desired(Some("bucket-1"))] {
+            let r = ready_status(&d, &c, &BTreeMap::new(), unnamed);
+            assert_eq!(r.missing, 1, "{}", r.message);
+            assert!(r.message.starts_with(names_none), "{}", r.message);
+        }
+        // provisionBucket: false: the bucket is backupStorage.bucketName; the routed objects count.
+        let mut external = config();
+        external.backup_storage.provision_bucket = false;
+        let d = strategy_render::render(&external, None, Some(b"s3.example.com"));
+        let r = ready_status(&d, &external, &BTreeMap::new(), unnamed);
+        assert_eq!(r.missing, 8, "{}", r.message);
+        let r = ready_status(&d, &external, &observed_as_applied(&d.objects), unnamed);
+        assert_eq!(r.missing, 0, "{}", r.message);
     }
 
     #[test]

@@ -144,7 +144,14 @@ impl runtime::Evaluate for Renderer {
         }
         // The status reflects what exists now, including this evaluation's writes.
         let now = self.inputs.snapshot();
-        let status = plan::ready_status(&desired, &config, &now.observed, now.secret_present);
+        let secret = if now.secret_present {
+            plan::SystemSecret::Present {
+                bucket_name: now.secret_bucket_name.as_deref(),
+            }
+        } else {
+            plan::SystemSecret::Absent
+        };
+        let status = plan::ready_status(&desired, &config, &now.observed, secret);
         match self.report_status(&status, &now).await {
             Ok(written) => outcome.status_written = written,
             Err(e) => {

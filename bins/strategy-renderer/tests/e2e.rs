@@ -414,6 +414,71 @@ async fn bootstrap_renders_everything_once_the_bucket_is_bound() {
     env.h.cleanup().await.unwrap();
 }
 
+/// The Secret names the bucket (as COSI's BucketInfo does) while the BucketClaim has no
+/// `status.bucketName` yet: as upstream's default-objects gate, the gauge counts the routed objects
+/// (the bucket comes from the Secret), and without Velero the Velero routes and the BSL are not
+/// counted; the renderer itself keeps waiting for the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gauge_counts_routed_objects_once_the_secret_names_the_bucket() {
+    let mut env = Env::fresh().await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), "tenant-root");
+    let renders = env.metric(RENDERS, &[]);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bucket-cozy-backups-system-credentials"},
+        "stringData": {"BucketInfo": json!({"spec": {"bucketName": "bucket-4f2a",
+            "secretS3": {"endpoint": "s3.example.com", "accessKeyID": "AK",
+                         "accessSecretKey": "SK"}}}).to_string()},
+    });
+    secrets
+        .patch(
+            "bucket-cozy-backups-system-credentials",
+            &PatchParams::apply("e2e-admin").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    env.evaluated_after(renders).await;
+    let gauge = || env.metric(MISSING, &[("backupclass", "cozy-default")]);
+    until("the gauge to count the routed objects", || async move {
+        gauge() == 8.0
+    })
+    .await;
+    let class = env.get("BackupClass", None, "cozy-default").await.unwrap();
+    let ready = ready_condition(&class);
+    assert_eq!(
+        (&ready["status"], &ready["message"]),
+        (
+            &json!("False"),
+            &json!(
+                "missing: Altinity/cozy-default-altinity, BackupStorageLocation/cozy-default, \
+                 CNPG/cozy-default-cnpg, Etcd/cozy-default-etcd, MariaDB/cozy-default-mariadb, \
+                 MongoDB/cozy-default-mongodb, Velero/cozy-default-velero-vmdisk, \
+                 Velero/cozy-default-velero-vminstance; waiting for BucketClaim \
+                 tenant-root/bucket-cozy-backups to report status.bucketName"
+            )
+        )
+    );
+    // Still nothing but the Bucket and the BackupClass rendered: the render waits for the claim.
+    assert_eq!(
+        names(&all_rvs(&env.client).await),
+        [
+            "BackupClass/admin-class",
+            "BackupClass/cozy-default",
+            "Bucket/tenant-root/cozy-backups",
+            "CNPG/admin-cnpg",
+        ]
+    );
+    env.set_config("velero:\n  bslEnabled: false\n").await;
+    until(
+        "the gauge to leave Velero out",
+        || async move { gauge() == 5.0 },
+    )
+    .await;
+    env.h.cleanup().await.unwrap();
+}
+
 /// An edit, a deletion and a route removal of rendered objects are reverted at once; the admin's
 /// own objects are untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -244,6 +244,25 @@ pub fn parse_source(
     Ok(creds)
 }
 
+/// The bucket name a source Secret carries, as upstream's default-objects gate reads it: the flat
+/// `bucketName` key when non-empty, else `spec.bucketName` of the `BucketInfo` JSON. `None` when
+/// neither names a bucket (a garbled `BucketInfo` names none). Only the name is read: the keys may
+/// be absent, this is not a credentials check.
+pub fn source_bucket_name(data: &BTreeMap<String, Vec<u8>>) -> Option<String> {
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    data.get(KEY_BUCKET_NAME)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .map(str::to_owned)
+        .and_then(non_empty)
+        .or_else(|| {
+            let blob = data.get(KEY_BUCKET_INFO).filter(|v| !v.is_empty())?;
+            parse_bucket_info(blob)
+                .ok()
+                .map(|info| info.bucket_name)
+                .and_then(non_empty)
+        })
+}
+
 fn fill(field: &mut Vec<u8>, value: String) {
     if field.is_empty() {
         *field = value.into_bytes();
@@ -433,6 +452,45 @@ impl DesiredKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bucket_name_of_a_source_secret() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<u8>> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let info = r#"{"spec":{"bucketName":"from-info","secretS3":{"accessKeyID":"AK"}}}"#;
+        // The flat key wins; BucketInfo fills in when it is absent or empty.
+        assert_eq!(
+            source_bucket_name(&data(&[("bucketName", "flat"), ("BucketInfo", info)])),
+            Some("flat".into())
+        );
+        assert_eq!(
+            source_bucket_name(&data(&[("bucketName", ""), ("BucketInfo", info)])),
+            Some("from-info".into())
+        );
+        assert_eq!(
+            source_bucket_name(&data(&[("BucketInfo", info)])),
+            Some("from-info".into())
+        );
+        // No keys are needed to name the bucket.
+        assert_eq!(
+            source_bucket_name(&data(&[("bucketName", "flat")])),
+            Some("flat".into())
+        );
+        // Neither names one: no key, an empty name, garbled or nameless BucketInfo.
+        for d in [
+            data(&[]),
+            data(&[("accessKey", "AK"), ("secretKey", "SK")]),
+            data(&[("BucketInfo", "{not json")]),
+            data(&[("BucketInfo", r#"{"spec":{"bucketName":""}}"#)]),
+            data(&[("BucketInfo", r#"{"spec":null}"#)]),
+        ] {
+            assert_eq!(source_bucket_name(&d), None, "{:?}", d.keys());
+        }
+    }
     use pretty_assertions::assert_eq;
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
