@@ -3,7 +3,10 @@
 //! * no crate has a cycle between its top-level modules (a module that uses `crate::b` while `b`
 //!   uses it back, directly or through others): layers only point down;
 //! * no daemon or tool crate (`bins/*`) depends on another one, not even for tests: end-to-end
-//!   tests run other daemons as binaries.
+//!   tests run other daemons as binaries;
+//! * no daemon, tool or library crate (`bins/*`, `libs/*`) uses the test platform (`e2e/*`: the
+//!   harness, the emulator, the simulated operators, the benchmarks) from its library, binaries,
+//!   examples or build script; only its integration tests (`tests/`) may.
 //!
 //! Uses of `crate::x` are read from the source text (comment lines skipped, `crate::{a, b}` groups
 //! expanded), which is what matters for layering: a module cannot use what it does not name.
@@ -189,6 +192,92 @@ fn no_daemon_crate_depends_on_another() {
 }
 
 #[test]
+fn only_integration_tests_use_the_test_platform() {
+    let platform: BTreeSet<String> = crates()
+        .iter()
+        .filter(|c| c.parent().is_some_and(|p| p.ends_with("e2e")))
+        .map(|c| c.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut problems = Vec::new();
+    for krate in crates() {
+        if krate.parent().is_some_and(|p| p.ends_with("e2e")) {
+            continue;
+        }
+        let me = krate.file_name().unwrap().to_string_lossy().into_owned();
+        let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+        for name in production_dependencies(&manifest, &platform) {
+            problems.push(format!(
+                "{me}: Cargo.toml depends on {name} outside [dev-dependencies]"
+            ));
+        }
+        let mut files = Vec::new();
+        for dir in ["src", "examples", "benches"] {
+            if krate.join(dir).is_dir() {
+                rust_files(&krate.join(dir), &mut files);
+            }
+        }
+        if krate.join("build.rs").is_file() {
+            files.push(krate.join("build.rs"));
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for name in platform_uses(&text, &platform) {
+                let rel = file.strip_prefix(&krate).unwrap().display().to_string();
+                problems.push(format!("{me}: {rel} uses {name}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the test platform (e2e/*) is for integration tests only; move benchmarks to e2e/bench:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The crates of `platform` that `manifest` names in a section other than `[dev-dependencies]`.
+fn production_dependencies(manifest: &str, platform: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.to_owned();
+            continue;
+        }
+        let is_dependency_table =
+            section.ends_with("dependencies]") && !section.ends_with("dev-dependencies]");
+        let name = line.split('=').next().unwrap_or_default().trim();
+        if is_dependency_table && platform.contains(name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The crates of `platform` that `text` (Rust source) names as paths, comment lines skipped.
+fn platform_uses(text: &str, platform: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        for name in platform {
+            let path = format!("{}::", name.replace('-', "_"));
+            let named = line.match_indices(&path).any(|(i, _)| {
+                !line[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            });
+            if named {
+                out.insert(name.clone());
+            }
+        }
+    }
+    out
+}
+
+#[test]
 fn the_checks_see_what_they_should() {
     let text = "use crate::a::X;\n// use crate::hidden;\nlet y = crate::b::f();\nuse crate::{c, d::{e, f}, g as h};\n";
     assert_eq!(
@@ -208,4 +297,14 @@ fn the_checks_see_what_they_should() {
     .map(|(k, v)| (k.to_owned(), v.into_iter().map(String::from).collect()))
     .collect();
     assert_eq!(cycles(&edges), [["a", "b", "c", "a"]]);
+
+    let platform: BTreeSet<String> = ["harness", "kube-emulator"].map(String::from).into();
+    let source = "use harness::Harness;\n// harness::x in a comment\nlet e = kube_emulator::Emulator::new();\nmy_harness::y();\nsuper::harness::z();\n";
+    assert_eq!(platform_uses(source, &platform), platform);
+    assert!(platform_uses("my_harness::y();\nsuper::harness::z();", &platform).is_empty());
+    let manifest = "[dependencies]\nharness = { path = \"../../e2e/harness\" }\n[dev-dependencies]\nkube-emulator = { path = \"x\" }\n[target.'cfg(unix)'.dependencies]\nkube-emulator = \"1\"\n";
+    assert_eq!(
+        production_dependencies(manifest, &platform),
+        ["harness", "kube-emulator"]
+    );
 }

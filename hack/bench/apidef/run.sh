@@ -7,6 +7,7 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
-cargo build "${profile[@]}" -p apidef-restarter --bin apidef-restarter --example apidef-bench
+cargo build "${profile[@]}" -p apidef-restarter --bin apidef-restarter
+cargo build "${profile[@]}" -p bench --bin apidef-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/apidef-bench"
+exec "$target/$dir/apidef-bench"

@@ -11,6 +11,6 @@ dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
 cargo build "${profile[@]}" -p backup-runner -p strategy-renderer -p credentials-projector \
   -p lease-server -p operator-sims --bins
-cargo build "${profile[@]}" -p backup-runner --example backup-runner-bench
+cargo build "${profile[@]}" -p bench --bin backup-runner-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/backup-runner-bench"
+exec "$target/$dir/backup-runner-bench"

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
-cargo build "${profile[@]}" -p credentials-projector --bin credentials-projector --example credentials-projector-bench
+cargo build "${profile[@]}" -p credentials-projector --bin credentials-projector
+cargo build "${profile[@]}" -p bench --bin credentials-projector-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/credentials-projector-bench"
+exec "$target/$dir/credentials-projector-bench"

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; shift; fi
-cargo build "${profile[@]}" -p lease-server --bin lease-server --example lease-bench
+cargo build "${profile[@]}" -p lease-server --bin lease-server
+cargo build "${profile[@]}" -p bench --bin lease-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/lease-bench" "$@"
+exec "$target/$dir/lease-bench" "$@"

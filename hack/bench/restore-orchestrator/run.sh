@@ -12,6 +12,6 @@ dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
 cargo build "${profile[@]}" -p restore-orchestrator -p backup-runner -p strategy-renderer \
   -p credentials-projector -p operator-sims --bins
-cargo build "${profile[@]}" -p restore-orchestrator --example restore-orchestrator-bench
+cargo build "${profile[@]}" -p bench --bin restore-orchestrator-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/restore-orchestrator-bench"
+exec "$target/$dir/restore-orchestrator-bench"

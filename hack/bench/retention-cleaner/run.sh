@@ -10,6 +10,7 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
-cargo build "${profile[@]}" -p retention-cleaner --bin retention-cleaner --example retention-cleaner-bench
+cargo build "${profile[@]}" -p retention-cleaner --bin retention-cleaner
+cargo build "${profile[@]}" -p bench --bin retention-cleaner-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/retention-cleaner-bench"
+exec "$target/$dir/retention-cleaner-bench"

@@ -22,6 +22,6 @@ for a in "$@"; do
 done
 cargo build "${profile[@]}" -p strategy-renderer -p credentials-projector -p apidef-restarter \
   -p backup-runner -p restore-orchestrator -p retention-cleaner -p kube-emulator --bins
-cargo build "${profile[@]}" -p scale-bench --example scale-bench
+cargo build "${profile[@]}" -p bench --bin scale-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/scale-bench" "${args[@]}"
+exec "$target/$dir/scale-bench" "${args[@]}"

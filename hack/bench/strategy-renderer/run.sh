@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../../.."
 profile=(--release)
 dir=release
 if [[ "${1:-}" == "--debug" ]]; then profile=(); dir=debug; fi
-cargo build "${profile[@]}" -p strategy-renderer --bin strategy-renderer --example strategy-renderer-bench
+cargo build "${profile[@]}" -p strategy-renderer --bin strategy-renderer
+cargo build "${profile[@]}" -p bench --bin strategy-renderer-bench
 target="${CARGO_TARGET_DIR:-target}"
-exec "$target/$dir/examples/strategy-renderer-bench"
+exec "$target/$dir/strategy-renderer-bench"

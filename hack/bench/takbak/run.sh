@@ -7,14 +7,15 @@
 #
 #   --data DIR   scratch directory outside the checkout (default /var/tmp/takbak-bench); needs about
 #                3x the dataset size (source + archives + restores)
-#   --scale F    dataset scale passed to gen-datasets.sh (default 1.0 = 4.3 GiB real data;
-#                0.01 gives a one-minute smoke run)
+#   --scale F    dataset scale (default 1.0 = 4.3 GiB real data; 0.01 gives a one-minute smoke run);
+#                the datasets are written by the takbak-datasets program of e2e/bench, deterministic
+#                for a seed
 #   --keep       keep datasets and outputs afterwards
 #
 # Every operation includes its durability step: takbak syncs itself (fsync/syncfs); tar, restic and
 # borg are followed by `sync -f` on their output. Caches stay warm for every tool alike.
 # Prints one row per (dataset, tool, operation): wall s, CPU s, MB/s of logical data, peak RSS MiB,
-# then the issue-8 target ratios.
+# then the ratios against the targets (docs/takbak-tools.md).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 data=/var/tmp/takbak-bench
@@ -32,12 +33,6 @@ while [[ $# -gt 0 ]]; do
 done
 case "$data" in "$root"|"$root"/*) echo "--data must be outside the checkout" >&2; exit 2 ;; esac
 
-gen=""
-for cand in "$root/../shared/bench/takbak/gen-datasets.sh" /work/shared/bench/takbak/gen-datasets.sh; do
-  [[ -x "$cand" || -f "$cand" ]] && { gen="$cand"; break; }
-done
-[[ -n "$gen" ]] || { echo "gen-datasets.sh not found (expected ../shared/bench/takbak)" >&2; exit 2; }
-
 need=()
 command -v restic >/dev/null || need+=(restic)
 command -v borg >/dev/null || need+=(borgbackup)
@@ -47,25 +42,18 @@ if [[ ${#need[@]} -gt 0 ]]; then
 fi
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target-takbak}"
-(cd "$root" && cargo build --release -q -p backup-volume -p restore-volume)
+(cd "$root" && cargo build --release -q -p backup-volume -p restore-volume \
+  && cargo build --release -q -p bench --no-default-features --bin takbak-datasets)
 B="$CARGO_TARGET_DIR/release/backup-volume"
 R="$CARGO_TARGET_DIR/release/restore-volume"
+G="$CARGO_TARGET_DIR/release/takbak-datasets"
 
 mkdir -p "$data"
 results="$data/results.tsv"
 : > "$results"
 ds_dir="$data/datasets"
 mkdir -p "$ds_dir"
-bash "$gen" "$ds_dir" --only "$only" --scale "$scale" --force >/dev/null
-# The generator gives some empty directories sticky/setgid bits (0o1777, 0o2755). TAKBAK1 refuses
-# special mode bits by contract (the seed: "special mode bits ... are refused rather than silently
-# omitted"), so a backup of the raw dataset fails with reason sticky_bit. Clear those bits once, for
-# every tool alike, and say so.
-special=$(find "$ds_dir" -perm /7000 | wc -l)
-if [[ $special -gt 0 ]]; then
-  echo "note: clearing setuid/setgid/sticky bits on $special dataset entries (TAKBAK1 refuses them)" >&2
-  find "$ds_dir" -perm /7000 -exec chmod u-s,g-s,o-t {} +
-fi
+"$G" "$ds_dir" --only "$only" --scale "$scale" --force
 
 # measure DATASET TOOL OP BYTES -- command...   (appends wall, cpu, rss to results.tsv)
 measure() {

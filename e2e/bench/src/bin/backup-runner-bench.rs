@@ -11,9 +11,9 @@
 //! Everything shares the machine's cores (the emulator runs in this process), so absolute figures
 //! include the emulator's and the simulators' cost; the ratios are what to compare across machines.
 
-#[path = "../tests/operators/mod.rs"]
+#[path = "../../../../bins/backup-runner/tests/operators/mod.rs"]
 mod operators;
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../../bins/backup-runner/tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

@@ -16,7 +16,7 @@
 //! the simulated operators' own steps (Flux re-rendering the Cluster, CNPG starting the recovered
 //! instance again after its recovery pod), which a real cluster has too.
 
-#[path = "../tests/dataplane/mod.rs"]
+#[path = "../../../../bins/restore-orchestrator/tests/dataplane/mod.rs"]
 mod dataplane;
 
 use std::time::{Duration, Instant};

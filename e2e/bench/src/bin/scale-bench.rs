@@ -13,14 +13,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use bench::scale::fixtures::{self, Seed};
+use bench::scale::{Daemon, Options, Row, procfs, table};
 use futures::StreamExt;
 use harness::{AddressReport, Daemon as Process, DaemonSpec, Metrics};
 use kube::api::{Api, DynamicObject, ListParams, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::ApiResource;
 use kube::runtime::watcher;
-use scale_bench::fixtures::{self, Seed};
-use scale_bench::{Daemon, Options, Row, procfs, table};
 use serde_json::Value;
 
 fn main() -> std::process::ExitCode {

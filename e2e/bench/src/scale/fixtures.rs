@@ -15,7 +15,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::Daemon;
+use super::Daemon;
 
 /// Objects per namespace.
 pub const PER_NAMESPACE: usize = 10;

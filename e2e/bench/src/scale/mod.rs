@@ -7,8 +7,8 @@
 //!        │                 └─ loaded into an in-process emulator, its snapshot (with the statuses
 //!        │                    put back, since a create drops them) seeds the emulator process
 //!        ▼
-//!  examples/scale-bench.rs: emulator process ─► baseline LIST+WATCH ─► daemon: ready, caught up,
-//!                           60 s idle (CPU, requests), RSS ─► one row per daemon
+//!  src/bin/scale-bench.rs: emulator process ─► baseline LIST+WATCH ─► daemon: ready, caught up,
+//!                         60 s idle (CPU, requests), RSS ─► one row per daemon
 //! ```
 //! What is measured and the figures: `docs/reliability.md` ("Scale").
 
