@@ -241,9 +241,9 @@ async fn execute(
                         // Best effort: the failure below is the news.
                         let _ = set_suspend(ctx, release, false).await;
                     }
-                    let status = restore::job::status_of(job);
+                    let status = restore::skeleton::status_of(job);
                     let message = format!("{}: {e}", on_error.prefix);
-                    let failed = restore::job::failed(
+                    let failed = restore::skeleton::failed(
                         &status,
                         api::contract::reasons::RESTORE_FAILED,
                         &message,

@@ -244,7 +244,7 @@ async fn owned(
     namespace: &str,
     job: &RestoreJob,
 ) -> Result<Vec<Json>, Error> {
-    ctx.list(resource, namespace, &restore::job::owned_by(job))
+    ctx.list(resource, namespace, &restore::skeleton::owned_by(job))
         .await
 }
 
@@ -292,7 +292,7 @@ async fn mongodb(
 ) -> Result<Step, Error> {
     use drivers::mongodb::{CLUSTER_PREFIX, keys};
     let ns = backup.metadata.namespace.clone().unwrap_or_default();
-    let app = restore::job::target_app_name(job, backup);
+    let app = restore::skeleton::target_app_name(job, backup);
     let source = recorded(
         ctx,
         backup,
@@ -335,7 +335,7 @@ async fn foundationdb(
 ) -> Result<Step, Error> {
     use drivers::foundationdb::CLUSTER_PREFIX;
     let ns = backup.metadata.namespace.clone().unwrap_or_default();
-    let app = restore::job::target_app_name(job, backup);
+    let app = restore::skeleton::target_app_name(job, backup);
     let cluster = ctx
         .get(
             &erase::<t::fdb::FoundationDBCluster>(),

@@ -1,15 +1,16 @@
 //! Workspace layering, checked on every test run:
 //!
-//! * no crate has a cycle between its top-level modules (a module that uses `crate::b` while `b`
-//!   uses it back, directly or through others): layers only point down;
+//! * no crate has a cycle between sibling modules at any depth (a module that uses `crate::b` or
+//!   `super::b` while `b` uses it back, directly or through others): layers only point down;
 //! * no daemon or tool crate (`bins/*`) depends on another one, not even for tests: end-to-end
 //!   tests run other daemons as binaries;
 //! * no daemon, tool or library crate (`bins/*`, `libs/*`) uses the test platform (`e2e/*`: the
 //!   harness, the emulator, the simulated operators, the benchmarks) from its library, binaries,
 //!   examples or build script; only its integration tests (`tests/`) may.
 //!
-//! Uses of `crate::x` are read from the source text (comment lines skipped, `crate::{a, b}` groups
-//! expanded), which is what matters for layering: a module cannot use what it does not name.
+//! Uses of `crate::x::y` and `super::x` are read from the source text (comment lines and inline
+//! test modules skipped, `{a, b::c}` groups expanded), which is what matters for layering: a
+//! module cannot use what it does not name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,14 +41,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a source file belongs to (`None` for the crate root and binaries).
-fn top_module(src: &Path, file: &Path) -> Option<String> {
+/// The module path of a source file (`[]` for the crate root, `None` for binaries under `bin/`):
+/// `a.rs` and `a/mod.rs` are `[a]`, `a/b.rs` is `[a, b]`.
+fn module_path(src: &Path, file: &Path) -> Option<Vec<String>> {
     let rel = file.strip_prefix(src).ok()?;
-    let first = rel.components().next()?.as_os_str().to_str()?;
-    match first {
-        "lib.rs" | "main.rs" | "bin" => None,
-        f => Some(f.trim_end_matches(".rs").to_owned()),
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
     }
+    let last = parts.pop()?;
+    match last.as_str() {
+        "lib.rs" | "main.rs" if parts.is_empty() => {}
+        "mod.rs" => {}
+        f => parts.push(f.trim_end_matches(".rs").to_owned()),
+    }
+    Some(parts)
 }
 
 fn ident(s: &str) -> String {
@@ -56,45 +67,99 @@ fn ident(s: &str) -> String {
         .collect()
 }
 
-/// Top-level modules named through `crate::` in `text`.
-fn uses(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        for (i, _) in line.match_indices("crate::") {
-            let rest = &line[i + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                // `crate::{a, b::c, d}`: the first segment of every top-level item of the group.
-                let mut depth = 0;
-                let mut item_start = true;
-                for (j, c) in group.char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' if depth == 0 => break,
-                        '}' => depth -= 1,
-                        ',' if depth == 0 => item_start = true,
-                        c if item_start && !c.is_whitespace() => {
-                            item_start = false;
-                            let name = ident(&group[j..]);
-                            if !name.is_empty() {
-                                out.insert(name);
-                            }
-                        }
-                        _ => {}
+/// The `a::b::c` path at the start of `rest` (segments up to the first non-path character), and
+/// for a trailing `{…}` group every path inside it, each prefixed.
+fn expand(prefix: &[String], rest: &str, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix.to_vec();
+    let mut rest = rest;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            // `{a, b::c, d::{e, f}}`: every item of the group, recursively.
+            let mut depth = 0;
+            let mut item = 0;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        expand(&path, group[item..j].trim_start(), out);
+                        return;
                     }
-                }
-            } else {
-                let name = ident(rest);
-                if !name.is_empty() {
-                    out.insert(name);
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand(&path, group[item..j].trim_start(), out);
+                        item = j + 1;
+                    }
+                    _ => {}
                 }
             }
+            return;
+        }
+        let name = ident(rest);
+        if name.is_empty() {
+            break;
+        }
+        rest = &rest[name.len()..];
+        path.push(name);
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
         }
     }
+    if path.len() > prefix.len() {
+        out.push(path);
+    }
+}
+
+/// The module paths `text` (the file of module `me`) names through `crate::` and `super::`,
+/// absolute from the crate root. Comment lines are skipped, and so is everything from the first
+/// `#[cfg(test)]` on (a test module's `super` is the file itself).
+fn uses(text: &str, me: &[String]) -> Vec<Vec<String>> {
+    // One line of code, so that a `{…}` group spanning lines reads as one.
+    let code: String = text
+        .lines()
+        .map(str::trim_start)
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .filter(|l| !l.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let preceded_by_path = |i: usize| {
+        code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == ':')
+    };
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        if !preceded_by_path(i) {
+            expand(&[], &code[i + "crate::".len()..], &mut out);
+        }
+    }
+    let mut at = 0;
+    while let Some(i) = code[at..].find("super::") {
+        let i = at + i;
+        let mut rest = &code[i..];
+        let mut base = me.to_vec();
+        while let Some(r) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = r;
+        }
+        if !preceded_by_path(i) {
+            expand(&base, rest, &mut out);
+        }
+        at = code.len() - rest.len();
+    }
     out
+}
+
+/// The dependency edge a use from module `from` to path `to` makes between two sibling modules:
+/// `(parent, from's ancestor, to's ancestor)` at the first level where they differ, when `to`'s
+/// ancestor there is a module of the crate. A use of an ancestor or of a descendant makes none.
+fn sibling_edge(
+    from: &[String],
+    to: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Option<(Vec<String>, String, String)> {
+    let i = from.iter().zip(to).position(|(a, b)| a != b)?;
+    modules
+        .contains(&to[..=i])
+        .then(|| (from[..i].to_vec(), from[i].clone(), to[i].clone()))
 }
 
 /// Every cycle of `edges` (each reported once, as the module path that closes it).
@@ -137,25 +202,36 @@ fn no_crate_has_a_module_cycle() {
         let src = krate.join("src");
         let mut files = Vec::new();
         rust_files(&src, &mut files);
-        let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(&src, f)).collect();
-        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for file in &files {
-            let Some(from) = top_module(&src, file) else {
-                continue;
-            };
+        let files: Vec<(Vec<String>, PathBuf)> = files
+            .into_iter()
+            .filter_map(|f| Some((module_path(&src, &f)?, f)))
+            .collect();
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+        // Edges between the child modules of one parent, per parent.
+        let mut scopes: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for (from, file) in &files {
             let text = std::fs::read_to_string(file).unwrap();
-            for to in uses(&text) {
-                if to != from && modules.contains(&to) {
-                    edges.entry(from.clone()).or_default().insert(to);
+            for to in uses(&text, from) {
+                if let Some((scope, a, b)) = sibling_edge(from, &to, &modules) {
+                    scopes
+                        .entry(scope)
+                        .or_default()
+                        .entry(a)
+                        .or_default()
+                        .insert(b);
                 }
             }
         }
-        for cycle in cycles(&edges) {
-            problems.push(format!(
-                "{}: {}",
-                krate.file_name().unwrap().to_string_lossy(),
-                cycle.join(" -> ")
-            ));
+        for (scope, edges) in &scopes {
+            for cycle in cycles(edges) {
+                let prefix: String = scope.iter().map(|s| format!("{s}::")).collect();
+                let cycle: Vec<String> = cycle.iter().map(|m| format!("{prefix}{m}")).collect();
+                problems.push(format!(
+                    "{}: {}",
+                    krate.file_name().unwrap().to_string_lossy(),
+                    cycle.join(" -> ")
+                ));
+            }
         }
     }
     assert!(
@@ -279,13 +355,41 @@ fn platform_uses(text: &str, platform: &BTreeSet<String>) -> BTreeSet<String> {
 
 #[test]
 fn the_checks_see_what_they_should() {
-    let text = "use crate::a::X;\n// use crate::hidden;\nlet y = crate::b::f();\nuse crate::{c, d::{e, f}, g as h};\n";
+    let text = "use crate::a::X;\n// use crate::hidden;\nlet y = crate::b::f();\nuse crate::{c, d::{e,\n f}, g as h};\nuse super::{sib, self as parent};\nlet z = super::other::f();\n#[cfg(test)]\nuse crate::only_in_tests;\n";
+    let me = ["m".to_owned(), "n".to_owned()];
+    let paths: Vec<String> = uses(text, &me).iter().map(|p| p.join("::")).collect();
     assert_eq!(
-        uses(text),
-        ["a", "b", "c", "d", "g"]
-            .into_iter()
-            .map(String::from)
-            .collect()
+        paths,
+        [
+            "a::X",
+            "b::f",
+            "c",
+            "d::e",
+            "d::f",
+            "g",
+            "m::sib",
+            "m::self",
+            "m::other::f"
+        ]
+    );
+    let modules: BTreeSet<Vec<String>> = [vec!["m"], vec!["m", "n"], vec!["m", "sib"], vec!["a"]]
+        .into_iter()
+        .map(|m| m.into_iter().map(String::from).collect())
+        .collect();
+    let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        sibling_edge(&me, &v(&["m", "sib", "item"]), &modules),
+        Some((v(&["m"]), "n".to_owned(), "sib".to_owned()))
+    );
+    assert_eq!(
+        sibling_edge(&me, &v(&["a", "X"]), &modules),
+        Some((v(&[]), "m".to_owned(), "a".to_owned()))
+    );
+    assert_eq!(sibling_edge(&me, &v(&["m"]), &modules), None, "an ancestor");
+    assert_eq!(
+        sibling_edge(&me, &v(&["m", "nope"]), &modules),
+        None,
+        "not a module"
     );
     let edges: BTreeMap<String, BTreeSet<String>> = [
         ("a", vec!["b"]),

@@ -62,6 +62,11 @@ pub fn cluster_name(app: &str) -> String {
     format!("postgres-{app}")
 }
 
+/// The Flux HelmRelease of a Postgres application (named like its Cluster).
+pub fn release_name(app: &str) -> String {
+    cluster_name(app)
+}
+
 /// Upstream's gate on the application reference (raw, not normalised).
 pub fn validate_app_ref(r: &api::TypedLocalObjectReference) -> Result<(), String> {
     crate::app_ref::validate("CNPG", APP_KIND, r)

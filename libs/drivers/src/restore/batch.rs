@@ -20,7 +20,7 @@ use api::contract::labels;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value as Json;
 
-use super::job::{fail, status_of, strategy_not_ready};
+use super::skeleton::{self, fail, status_of, strategy_not_ready};
 use super::{Action, OnError, Step, elapsed};
 use crate::job::{self as driver, Flavor, Owner, SourceBackup, State};
 use crate::status::go_duration;
@@ -136,14 +136,7 @@ pub fn decide(flavor: &Flavor, o: &Observed<'_>) -> Step {
     }
 
     // 2. startedAt (+ phase Running).
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        return Step::Status {
-            status,
-            events: Vec::new(),
-            requeue: None,
-        };
-    };
+    let started = proceed!(skeleton::start(&status, now, Vec::new));
 
     // 3. Strategy and target application.
     let strategy_name = &backup.spec.strategy_ref.name;

@@ -34,10 +34,10 @@ use api::{ConditionStatus, TypedLocalObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
-use super::job::{
-    fail, failed, helm_release, owned_by, status_of, strategy_not_ready, target_app_name,
-};
 use super::options::{CnpgOptions, parse_rfc3339};
+use super::skeleton::{
+    self, fail, failed, helm_release, owned_by, status_of, strategy_not_ready, target_app_name,
+};
 use super::{Action, Event, ObjectRef, OnError, Selection, Step, elapsed, write_or_wait};
 use crate::cnpg::{self as driver, keys};
 use crate::status::go_duration;
@@ -50,11 +50,6 @@ pub const RECOVERY_LOG_TAIL: i64 = 200;
 pub const RECOVERY_PODS: usize = 5;
 /// PostgreSQL's FATAL when the archive ends before the recovery target.
 pub const TARGET_NOT_REACHED: &str = "recovery ended before configured recovery target was reached";
-
-/// The HelmRelease of a Postgres application (named like its Cluster).
-pub fn release_name(app: &str) -> String {
-    driver::cluster_name(app)
-}
 
 /// The name of the safety backup (the cnpg Backup and its catalog entry) of a RestoreJob.
 pub fn safety_backup_name(job: &str) -> String {
@@ -696,21 +691,6 @@ fn attach_archiving(
     })
 }
 
-/// Resumes the suspended HelmRelease (`spec.suspend: false`); a refusal fails the restore.
-fn resume(release: ObjectRef) -> Step {
-    Step::Act {
-        action: Action::SetSuspend {
-            release,
-            suspend: false,
-        },
-        events: Vec::new(),
-        on_error: OnError {
-            prefix: "failed to resume HelmRelease",
-            resume: None,
-        },
-    }
-}
-
 /// Decides the next step of a CNPG restore.
 pub fn decide(o: &Observed<'_>) -> Step {
     let job = o.job;
@@ -728,14 +708,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 2. startedAt (and phase Running); this pass does nothing else. The executor writes it from a
     //    fresh read so a stale cache never moves it forward. Option Events are recorded once, here.
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        return Step::Status {
-            status,
-            events: parsed.events,
-            requeue: None,
-        };
-    };
+    let started = proceed!(skeleton::start(&status, now, || parsed.events));
 
     // 3. The target.
     let t = target(job, backup);
@@ -1169,7 +1142,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
         if remains {
             if elapsed(&started, now) > options.restore_timeout {
                 if suspended {
-                    return resume(release);
+                    return skeleton::resume(release);
                 }
                 return fail(
                     &status,
@@ -1220,7 +1193,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
     }
     // 14. Resume the HelmRelease on every pass that gets here.
     if suspended {
-        return resume(release);
+        return skeleton::resume(release);
     }
     // 15. Health wins over the deadline.
     let healthy = recovery.is_some()

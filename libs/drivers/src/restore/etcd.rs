@@ -25,15 +25,15 @@ use std::time::Duration;
 
 use api::ConditionStatus;
 use api::backups::{Backup, RestoreJob, RestoreJobStatus};
-use api::contract::{condition_types, event_reasons, groups, reasons};
+use api::contract::{condition_types, groups, reasons};
 use api::meta::find_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
-use super::job::{fail, helm_release, status_of};
-use super::{Action, Event, ObjectRef, OnError, Selection, Step, elapsed, write_or_wait};
+use super::skeleton::{self, Clock, helm_release};
+use super::skeleton::{fail, status_of};
+use super::{Action, ObjectRef, OnError, Selection, Step, write_or_wait};
 use crate::etcd::{self as driver, keys};
-use crate::status::go_duration;
 
 /// The largest live spec (JSON bytes) the driver captures in a condition message.
 pub const CAPTURED_SPEC_MAX_BYTES: usize = 24 * 1024;
@@ -318,28 +318,12 @@ fn suspended(release: Option<&Json>) -> bool {
     release.is_some_and(|r| r["spec"]["suspend"] == json!(true))
 }
 
-fn set_suspend(release: ObjectRef, suspend: bool, prefix: &'static str) -> Step {
-    Step::Act {
-        action: Action::SetSuspend { release, suspend },
-        events: Vec::new(),
-        on_error: OnError {
-            prefix,
-            resume: None,
-        },
-    }
-}
-
 /// Resumes the HelmRelease if it is suspended, else fails with `message`.
 fn resume_then_fail(o: &Observed<'_>, release: ObjectRef, message: &str) -> Step {
     if suspended(o.helm_release) {
-        return set_suspend(release, false, "failed to resume HelmRelease");
+        return skeleton::resume(release);
     }
     fail(&status_of(o.job), message, Vec::new(), &o.now)
-}
-
-/// How long until `deadline` passes from `since`, at least a second, at most [`POLL`].
-fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    super::poll_within(since, deadline, now, POLL)
 }
 
 /// Decides the next step of an Etcd restore.
@@ -364,40 +348,18 @@ pub fn decide(o: &Observed<'_>) -> Step {
     );
 
     // 2. startedAt (+ phase Running); the snapshot's Warning is recorded once, here.
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        let events = match &snapshot {
-            Snapshot::Malformed(e) => vec![Event::warning(
-                event_reasons::MALFORMED_SNAPSHOT,
-                format!(
-                    "Backup.status.underlyingResources is not a valid Etcd snapshot; falling back to driverMetadata: {e}"
-                ),
-            )],
-            _ => Vec::new(),
-        };
-        return Step::Status {
-            status,
-            events,
-            requeue: None,
-        };
-    };
+    let started = proceed!(skeleton::start(&status, now, || match &snapshot {
+        Snapshot::Malformed(e) => vec![skeleton::malformed_snapshot("Etcd", e)],
+        _ => Vec::new(),
+    }));
 
     // 3. Options (strict), snapshot, restore source.
-    let deadline = match super::options::etcd(o.job.spec.options.as_ref()) {
+    let limit = match super::options::etcd(o.job.spec.options.as_ref()) {
         Ok(d) => d,
         Err(r) => return fail(&status, &r.message, r.events, now),
     };
     let snapshot_s3 = match snapshot {
-        Snapshot::Unrecognised(e) => {
-            return fail(
-                &status,
-                &format!(
-                    "{e} (re-take the backup with a controller version compatible with this snapshot schema, or clear Backup.status.underlyingResources to opt into the driverMetadata fallback)"
-                ),
-                Vec::new(),
-                now,
-            );
-        }
+        Snapshot::Unrecognised(e) => return skeleton::unrecognised_snapshot(&status, &e, now),
         Snapshot::Found(s3) => s3,
         Snapshot::Absent | Snapshot::Malformed(_) => None,
     };
@@ -410,7 +372,12 @@ pub fn decide(o: &Observed<'_>) -> Step {
         );
     };
     let cluster_name = format!("{namespace}/{}", driver::CLUSTER_NAME);
-    let past_deadline = elapsed(&started, now) > deadline;
+    let clock = Clock {
+        started,
+        limit,
+        now,
+        poll: POLL,
+    };
 
     // 4. Capture and purge, once.
     if !condition_is_true(&status, condition_types::TARGET_PURGED) {
@@ -449,13 +416,13 @@ pub fn decide(o: &Observed<'_>) -> Step {
             };
         }
         let gone = o.cluster.is_none() && o.pvcs.is_empty();
-        if !gone && past_deadline {
+        if !gone && clock.passed() {
             return resume_then_fail(
                 o,
                 release,
                 &format!(
                     "etcd-operator.cozystack.io/EtcdCluster {cluster_name} and its member PVCs were not gone within {} ({}; {} PVC(s) labelled {PVC_INSTANCE_LABEL}={} remain) (override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline),
+                    clock.limit(),
                     if o.cluster.is_some() {
                         "the cluster still exists"
                     } else {
@@ -467,7 +434,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
             );
         }
         if o.helm_release.is_some() && !suspended(o.helm_release) {
-            return set_suspend(release, true, "failed to suspend HelmRelease");
+            return skeleton::set_suspend(release, true, "failed to suspend HelmRelease");
         }
         if o.cluster
             .is_some_and(|c| c["metadata"]["deletionTimestamp"].is_null())
@@ -484,7 +451,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
         if !gone {
             return Step::Wait {
                 events: Vec::new(),
-                requeue: Some(poll(&started, deadline, now)),
+                requeue: clock.requeue(),
             };
         }
         let current = status.clone();
@@ -527,48 +494,35 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 6. Available before the deadline.
     if !driver::cluster_available(cluster) {
-        if past_deadline {
+        if clock.passed() {
             return resume_then_fail(
                 o,
                 release,
                 &format!(
                     "etcd-operator.cozystack.io/EtcdCluster {cluster_name} did not become Available within {} after recreation with bootstrap.restore (override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline)
+                    clock.limit()
                 ),
             );
         }
-        let current = status.clone();
-        crate::status::wait(
-            &mut status,
+        return skeleton::waiting(
+            &status,
+            &clock,
             reasons::ETCD_CLUSTER_BOOTSTRAPPING,
             &format!(
                 "waiting for etcd-operator.cozystack.io/EtcdCluster {cluster_name} to become Available after bootstrap.restore"
             ),
-            false,
-            now,
-        );
-        return write_or_wait(
-            &current,
-            status,
-            Vec::new(),
-            Some(poll(&started, deadline, now)),
         );
     }
     if suspended(o.helm_release) {
-        return set_suspend(release, false, "failed to resume HelmRelease");
+        return skeleton::resume(release);
     }
-    crate::status::restore_succeeded(
-        &mut status,
+    skeleton::succeeded(
+        &status,
         Some(&format!(
             "etcd-operator.cozystack.io/EtcdCluster {cluster_name} became Available after bootstrap.restore"
         )),
         now,
-    );
-    Step::Status {
-        status,
-        events: Vec::new(),
-        requeue: None,
-    }
+    )
 }
 
 #[cfg(test)]

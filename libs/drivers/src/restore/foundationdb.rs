@@ -19,15 +19,15 @@
 use std::time::Duration;
 
 use api::backups::{Backup, RestoreJob};
-use api::contract::{event_reasons, reasons};
+use api::contract::reasons;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
-use super::job::{fail, owned_by, status_of};
-use super::mariadb::{own_restore, target};
-use super::{Action, Event, OnError, Step, elapsed, write_or_wait};
+use super::Step;
+use super::mariadb::target;
+use super::skeleton::{self, Clock};
+use super::skeleton::{fail, owned_by, status_of};
 use crate::foundationdb::{self as driver, keys};
-use crate::status::go_duration;
 
 /// The operator's API version.
 pub const API_VERSION: &str = "apps.foundationdb.org/v1beta2";
@@ -220,14 +220,10 @@ pub fn restore_body(job: &RestoreJob, cluster: &str, blob: &Json, snap: Option<&
     })
 }
 
-fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    super::poll_within(since, deadline, now, POLL)
-}
-
 /// Decides the next step of a FoundationDB restore.
 pub fn decide(o: &Observed<'_>) -> Step {
     let (job, backup, now) = (o.job, o.backup, &o.now);
-    let mut status = status_of(job);
+    let status = status_of(job);
 
     // 1. Source and target, before any API call.
     if let Err(e) = driver::validate_app_ref(&backup.spec.application_ref) {
@@ -245,40 +241,18 @@ pub fn decide(o: &Observed<'_>) -> Step {
     );
 
     // 2. startedAt (+ phase Running); the snapshot's Warning is recorded once, here.
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        let events = match &decoded {
-            Decoded::Malformed(e) => vec![Event::warning(
-                event_reasons::MALFORMED_SNAPSHOT,
-                format!(
-                    "Backup.status.underlyingResources is not a valid FoundationDB snapshot; falling back to driverMetadata: {e}"
-                ),
-            )],
-            _ => Vec::new(),
-        };
-        return Step::Status {
-            status,
-            events,
-            requeue: None,
-        };
-    };
+    let started = proceed!(skeleton::start(&status, now, || match &decoded {
+        Decoded::Malformed(e) => vec![skeleton::malformed_snapshot("FoundationDB", e)],
+        _ => Vec::new(),
+    }));
 
     // 3. Options, snapshot, blob store.
-    let deadline = match super::options::foundationdb(job.spec.options.as_ref()) {
+    let limit = match super::options::foundationdb(job.spec.options.as_ref()) {
         Ok(d) => d,
         Err(r) => return fail(&status, &r.message, r.events, now),
     };
     let snap = match decoded {
-        Decoded::Unrecognised(e) => {
-            return fail(
-                &status,
-                &format!(
-                    "{e} (re-take the backup with a controller version compatible with this snapshot schema, or clear Backup.status.underlyingResources to opt into the driverMetadata fallback)"
-                ),
-                Vec::new(),
-                now,
-            );
-        }
+        Decoded::Unrecognised(e) => return skeleton::unrecognised_snapshot(&status, &e, now),
         Decoded::Found(s) => Some(s),
         Decoded::Absent | Decoded::Malformed(_) => None,
     };
@@ -290,109 +264,66 @@ pub fn decide(o: &Observed<'_>) -> Step {
             now,
         );
     };
-    let past_deadline = elapsed(&started, now) > deadline;
+    let clock = Clock {
+        started,
+        limit,
+        now,
+        poll: POLL,
+    };
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
     let cluster = driver::cluster_name(&app);
 
     // 4. The target cluster.
-    if o.target_cluster.is_none() {
-        if past_deadline {
-            return fail(
-                &status,
-                &format!(
-                    "target apps.foundationdb.org/FoundationDBCluster {namespace}/{cluster} not found within {} (deploy the target FoundationDB application before requesting the restore; override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline)
-                ),
-                Vec::new(),
-                now,
-            );
-        }
-        let current = status.clone();
-        crate::status::wait(
-            &mut status,
-            reasons::TARGET_FOUNDATIONDB_CLUSTER_NOT_READY,
-            &format!(
-                "waiting for target apps.foundationdb.org/FoundationDBCluster {namespace}/{cluster} to exist"
-            ),
-            false,
-            now,
-        );
-        return write_or_wait(
-            &current,
-            status,
-            Vec::new(),
-            Some(poll(&started, deadline, now)),
-        );
-    }
+    proceed!(skeleton::await_target(
+        &status,
+        &clock,
+        o.target_cluster.is_some(),
+        &format!("apps.foundationdb.org/FoundationDBCluster {namespace}/{cluster}"),
+        reasons::TARGET_FOUNDATIONDB_CLUSTER_NOT_READY,
+        "deploy the target FoundationDB application before requesting the restore",
+    ));
 
     // 5. One FoundationDBRestore per job.
-    let Some(restore) = own_restore(o.restores) else {
-        return Step::Act {
-            action: Action::Create(restore_body(job, &cluster, &blob, snap.as_ref())),
-            events: Vec::new(),
-            on_error: OnError {
-                prefix: "failed to ensure apps.foundationdb.org/FoundationDBRestore",
-                resume: None,
-            },
-        };
-    };
-    let id = format!(
-        "{}/{}",
-        restore["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or(&namespace),
-        restore["metadata"]["name"].as_str().unwrap_or_default()
-    );
+    let restore = proceed!(skeleton::create_once(
+        o.restores,
+        "failed to ensure apps.foundationdb.org/FoundationDBRestore",
+        || restore_body(job, &cluster, &blob, snap.as_ref()),
+    ));
+    let id = skeleton::id(restore, &namespace);
     let state = restore["status"]["state"].as_str().unwrap_or_default();
     let running = restore["status"]["running"].as_bool().unwrap_or(false);
 
     // 6. Its state.
     if state.eq_ignore_ascii_case("Completed") {
-        crate::status::restore_succeeded(
-            &mut status,
+        return skeleton::succeeded(
+            &status,
             Some(&format!(
                 "apps.foundationdb.org/FoundationDBRestore {id} completed"
             )),
             now,
         );
-        return Step::Status {
-            status,
-            events: Vec::new(),
-            requeue: None,
-        };
     }
-    if past_deadline {
-        return fail(
-            &status,
-            &format!(
-                "apps.foundationdb.org/FoundationDBRestore did not complete within {} (state={state:?} running={running}; override via spec.options.restoreTimeoutSeconds)",
-                go_duration(deadline)
-            ),
-            Vec::new(),
-            now,
-        );
+    let seen = format!("state={state:?} running={running}");
+    if let Some(step) = skeleton::overdue(
+        &status,
+        &clock,
+        "apps.foundationdb.org/FoundationDBRestore",
+        &seen,
+    ) {
+        return step;
     }
-    let current = status.clone();
-    crate::status::wait(
-        &mut status,
+    skeleton::waiting(
+        &status,
+        &clock,
         reasons::FOUNDATIONDB_RESTORE_RUNNING,
-        &format!(
-            "apps.foundationdb.org/FoundationDBRestore {id} state={state:?} running={running}"
-        ),
-        false,
-        now,
-    );
-    write_or_wait(
-        &current,
-        status,
-        Vec::new(),
-        Some(poll(&started, deadline, now)),
+        &format!("apps.foundationdb.org/FoundationDBRestore {id} {seen}"),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::restore::Action;
     use api::backups::{BackupStatus, RestoreJobStatus};
     use pretty_assertions::assert_eq;
 

@@ -17,21 +17,17 @@
 //! Beyond upstream, deleting a CNPG or Etcd restore mid-flight resumes the HelmRelease the driver
 //! may have suspended (upstream leaves it suspended forever).
 
-use std::time::Duration;
-
 use api::ConditionStatus;
-use api::backups::{Backup, RestoreJob, RestoreJobStatus};
+use api::backups::{Backup, RestoreJob};
 use api::contract::{self, condition_types, event_reasons, finalizers, labels, names, reasons};
 use api::meta::find_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{Action, Cleanup, Driver, Event, ObjectRef, Selection, Step, elapsed};
+use super::skeleton::{fail, helm_release, owned_by, status_of, target_app_name};
+use super::{Action, Cleanup, Driver, Selection, Step};
 
 /// The longest label value the API server accepts.
 pub const LABEL_VALUE_MAX: usize = 63;
-
-/// How long a restore may wait for the Strategy CR its Backup names (from `startedAt`).
-pub const STRATEGY_NOT_READY_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// The outcome of reading the Backup named by `spec.backupRef`.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,108 +55,6 @@ pub struct Observed<'a> {
     pub require_projection: bool,
     /// Now.
     pub now: Time,
-}
-
-/// The job's status (a working copy).
-pub fn status_of(job: &RestoreJob) -> RestoreJobStatus {
-    job.status.clone().unwrap_or_default()
-}
-
-/// `markRestoreJobFailedReason`: `completedAt`, phase `Failed`, the message, `Ready=False/<reason>`.
-pub fn failed(
-    status: &RestoreJobStatus,
-    reason: &str,
-    message: &str,
-    now: &Time,
-) -> RestoreJobStatus {
-    let mut status = status.clone();
-    crate::status::fail(&mut status, reason, message, now);
-    status
-}
-
-/// The terminal failure step with reason `RestoreFailed`.
-pub fn fail(status: &RestoreJobStatus, message: &str, events: Vec<Event>, now: &Time) -> Step {
-    Step::Status {
-        status: failed(status, reasons::RESTORE_FAILED, message, now),
-        events,
-        requeue: None,
-    }
-}
-
-/// Upstream's restore StrategyNotReady wait: `Ready=False/StrategyNotReady` until 30 minutes after
-/// `startedAt`, then Failed.
-pub fn strategy_not_ready(status: &RestoreJobStatus, strategy: &str, now: &Time) -> Step {
-    let spent = status
-        .started_at
-        .as_ref()
-        .map(|s| elapsed(s, now))
-        .unwrap_or_default();
-    if status.started_at.is_some() && spent > STRATEGY_NOT_READY_DEADLINE {
-        return fail(
-            status,
-            &format!(
-                "Strategy {strategy:?} referenced by Backup was not provisioned within {}; check the strategyRef name or the platform backup-storage bootstrap",
-                crate::status::go_duration(STRATEGY_NOT_READY_DEADLINE)
-            ),
-            Vec::new(),
-            now,
-        );
-    }
-    let mut next = status.clone();
-    crate::status::wait(
-        &mut next,
-        reasons::STRATEGY_NOT_READY,
-        &format!(
-            "Strategy {strategy:?} referenced by Backup is not yet provisioned; the platform may still be initialising backup storage"
-        ),
-        false,
-        now,
-    );
-    super::write_or_wait(
-        status,
-        next,
-        Vec::new(),
-        Some(
-            STRATEGY_NOT_READY_DEADLINE
-                .saturating_sub(spent)
-                .max(Duration::from_secs(1)),
-        ),
-    )
-}
-
-/// The application a restore writes into: the Backup's, with the non-empty name of
-/// `targetApplicationRef` when given.
-pub fn target_app_name(job: &RestoreJob, backup: &Backup) -> String {
-    job.spec
-        .target_application_ref
-        .as_ref()
-        .map(|t| t.name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| backup.spec.application_ref.name.clone())
-}
-
-/// The owned-by label pair of objects a RestoreJob creates.
-pub fn owned_by(job: &RestoreJob) -> Vec<(String, String)> {
-    vec![
-        (
-            labels::OWNED_BY_JOB_NAME.to_owned(),
-            job.metadata.name.clone().unwrap_or_default(),
-        ),
-        (
-            labels::OWNED_BY_JOB_NAMESPACE.to_owned(),
-            job.metadata.namespace.clone().unwrap_or_default(),
-        ),
-    ]
-}
-
-/// A Flux HelmRelease reference.
-pub fn helm_release(namespace: &str, name: &str) -> ObjectRef {
-    ObjectRef {
-        api_version: "helm.toolkit.fluxcd.io/v2",
-        kind: "HelmRelease",
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    }
 }
 
 /// Velero cleanup: the job's Velero Restores and resource-modifier ConfigMaps in `cozy-velero`.
@@ -214,7 +108,7 @@ fn cleanup(job: &RestoreJob, backup: &BackupLookup<'_>) -> Vec<Cleanup> {
                 && find_condition(&status.conditions, condition_types::WAL_ARCHIVE_READY)
                     .is_some_and(|c| c.is_true()) =>
         {
-            resume(super::cnpg::release_name(&target_app_name(job, backup)))
+            resume(crate::cnpg::release_name(&target_app_name(job, backup)))
         }
         // Ours: the Etcd driver captures the spec before it suspends the release (named after
         // the application; Etcd restores in place only).
@@ -386,8 +280,11 @@ pub fn decide(o: &Observed<'_>) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::restore::skeleton::strategy_not_ready;
     use api::Condition;
+    use api::backups::RestoreJobStatus;
     use pretty_assertions::assert_eq;
+    use std::time::Duration;
 
     fn t(s: &str) -> Time {
         Time(s.parse().unwrap())

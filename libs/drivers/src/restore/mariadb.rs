@@ -22,10 +22,10 @@ use api::contract::reasons;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
-use super::job::{fail, owned_by, status_of, target_app_name};
-use super::{Action, OnError, Step, elapsed, write_or_wait};
+use super::Step;
+use super::skeleton::{self, Clock};
+use super::skeleton::{fail, owned_by, status_of, target_app_name};
 use crate::mariadb::{self as driver, keys};
-use crate::status::go_duration;
 
 /// How often a wait on the operator is re-examined without an event.
 pub const POLL: Duration = Duration::from_secs(5);
@@ -86,21 +86,6 @@ pub fn restore_body(job: &RestoreJob, mariadb: &str, source_backup: &str) -> Jso
     })
 }
 
-/// The Restore of this job: the oldest of those labelled as its own (by creation, then name).
-pub fn own_restore(restores: &[Json]) -> Option<&Json> {
-    restores.iter().min_by(|a, b| {
-        let key = |r: &Json| {
-            (
-                r["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .map(str::to_owned),
-                r["metadata"]["name"].as_str().map(str::to_owned),
-            )
-        };
-        key(a).cmp(&key(b))
-    })
-}
-
 /// How a Restore reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -144,14 +129,10 @@ pub fn outcome(restore: &Json) -> Outcome {
     Outcome::Running(format!("Complete={}/{}", s("status"), s("reason")))
 }
 
-fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    super::poll_within(since, deadline, now, POLL)
-}
-
 /// Decides the next step of a MariaDB restore.
 pub fn decide(o: &Observed<'_>) -> Step {
     let (job, backup, now) = (o.job, o.backup, &o.now);
-    let mut status = status_of(job);
+    let status = status_of(job);
 
     // 1. Source and target, before any API call.
     if let Err(e) = driver::validate_app_ref(&backup.spec.application_ref) {
@@ -164,16 +145,13 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 2. startedAt (+ phase Running); option Warnings are recorded once, here.
     let parsed = super::options::mariadb(job.spec.options.as_ref());
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        return Step::Status {
-            status,
-            events: parsed.events,
-            requeue: None,
-        };
+    let started = proceed!(skeleton::start(&status, now, || parsed.events));
+    let clock = Clock {
+        started,
+        limit: parsed.options,
+        now,
+        poll: POLL,
     };
-    let deadline = parsed.options;
-    let past_deadline = elapsed(&started, now) > deadline;
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
 
     // 3. The operator Backup.
@@ -204,86 +182,48 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 4. The target MariaDB.
     let mariadb = driver::operator_name(&app);
-    if o.target_mariadb.is_none() {
-        if past_deadline {
-            return fail(
-                &status,
-                &format!(
-                    "target k8s.mariadb.com/MariaDB {namespace}/{mariadb} not found within {} (deploy the target MariaDB application before requesting the restore; override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline)
-                ),
-                Vec::new(),
-                now,
-            );
-        }
-        let current = status.clone();
-        crate::status::wait(
-            &mut status,
-            reasons::TARGET_MARIADB_NOT_READY,
-            &format!("waiting for target k8s.mariadb.com/MariaDB {namespace}/{mariadb} to exist"),
-            false,
-            now,
-        );
-        return write_or_wait(
-            &current,
-            status,
-            Vec::new(),
-            Some(poll(&started, deadline, now)),
-        );
-    }
+    proceed!(skeleton::await_target(
+        &status,
+        &clock,
+        o.target_mariadb.is_some(),
+        &format!("k8s.mariadb.com/MariaDB {namespace}/{mariadb}"),
+        reasons::TARGET_MARIADB_NOT_READY,
+        "deploy the target MariaDB application before requesting the restore",
+    ));
 
     // 5. One Restore per job.
-    let Some(restore) = own_restore(o.restores) else {
-        return Step::Act {
-            action: Action::Create(restore_body(job, &mariadb, source)),
-            events: Vec::new(),
-            on_error: OnError {
-                prefix: "failed to ensure k8s.mariadb.com/Restore",
-                resume: None,
-            },
-        };
-    };
+    let restore = proceed!(skeleton::create_once(
+        o.restores,
+        "failed to ensure k8s.mariadb.com/Restore",
+        || restore_body(job, &mariadb, source),
+    ));
 
     // 6. Its outcome.
     match outcome(restore) {
-        Outcome::Completed => {
-            crate::status::restore_succeeded(
-                &mut status,
-                Some(&format!(
-                    "k8s.mariadb.com/Restore {}/{} completed",
-                    restore["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or(&namespace),
-                    restore["metadata"]["name"].as_str().unwrap_or_default()
-                )),
-                now,
-            );
-            Step::Status {
-                status,
-                events: Vec::new(),
-                requeue: None,
-            }
-        }
-        Outcome::Failed(message) => fail(&status, &message, Vec::new(), now),
-        Outcome::Running(detail) if past_deadline => fail(
+        Outcome::Completed => skeleton::succeeded(
             &status,
-            &format!(
-                "k8s.mariadb.com/Restore did not complete within {} ({detail}; override via spec.options.restoreTimeoutSeconds)",
-                go_duration(deadline)
-            ),
-            Vec::new(),
+            Some(&format!(
+                "k8s.mariadb.com/Restore {} completed",
+                skeleton::id(restore, &namespace)
+            )),
             now,
         ),
-        Outcome::Running(_) => Step::Wait {
-            events: Vec::new(),
-            requeue: Some(poll(&started, deadline, now)),
-        },
+        Outcome::Failed(message) => fail(&status, &message, Vec::new(), now),
+        Outcome::Running(detail) => {
+            skeleton::overdue(&status, &clock, "k8s.mariadb.com/Restore", &detail).unwrap_or(
+                Step::Wait {
+                    events: Vec::new(),
+                    requeue: clock.requeue(),
+                },
+            )
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::restore::Action;
     use api::backups::RestoreJobStatus;
     use pretty_assertions::assert_eq;
 

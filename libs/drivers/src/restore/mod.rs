@@ -6,6 +6,8 @@
 //!  job      the top level: finalizer, Backup lookup, group/kind gates, the projector's verdict,
 //!           dispatch by the Backup's strategy kind; also the shared failure/StrategyNotReady steps
 //!  options  spec.options per driver, with upstream's tolerance rules and Events
+//!  skeleton the steps every operator-driven restore shares (start, deadline, wait for the
+//!           target, one operator object per job, succeed/overdue, HelmRelease hold/let go)
 //!  batch    the Job and Altinity restores (one batch Job <job>-restore, Complete before deadline)
 //!  cnpg     the CNPG restore state machine (PITR pre-flight, WAL gate, safety backup, suspend,
 //!           patch, purge exactly once, resume, health before deadline, log classification)
@@ -25,6 +27,17 @@
 //! wait carries a deadline that ends in a `Failed` status with an explanation; no Secret value is
 //! ever copied into a status, an Event or a patch built here.
 
+/// The value of a `ControlFlow::Continue`, or return the `Break`'s step from the enclosing
+/// `decide` (the pass ends with it). See [`skeleton`].
+macro_rules! proceed {
+    ($flow:expr) => {
+        match $flow {
+            std::ops::ControlFlow::Continue(value) => value,
+            std::ops::ControlFlow::Break(step) => return step,
+        }
+    };
+}
+
 pub mod batch;
 pub mod cnpg;
 pub mod etcd;
@@ -33,6 +46,7 @@ pub mod job;
 pub mod mariadb;
 pub mod mongodb;
 pub mod options;
+pub mod skeleton;
 pub mod velero;
 
 use std::time::Duration;

@@ -24,12 +24,12 @@ use api::contract::reasons;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 
-use super::job::{fail, owned_by, status_of};
-use super::mariadb::{own_restore, target};
+use super::Step;
+use super::mariadb::target;
 use super::options::MongoPitr;
-use super::{Action, OnError, Step, elapsed, write_or_wait};
+use super::skeleton::{self, Clock};
+use super::skeleton::{fail, owned_by, status_of};
 use crate::mongodb::{self as driver, keys};
-use crate::status::go_duration;
 
 /// The operator's API version.
 pub const API_VERSION: &str = "psmdb.percona.com/v1";
@@ -168,10 +168,6 @@ pub fn restore_body(
     })
 }
 
-fn poll(since: &Time, deadline: Duration, now: &Time) -> Duration {
-    super::poll_within(since, deadline, now, POLL)
-}
-
 /// Whether `pitr` is a point this Backup can be restored to: not after now (nothing is written
 /// there yet) and not before the Backup's `takenAt` (a point-in-time restore replays the oplog
 /// forward from the backup).
@@ -195,7 +191,7 @@ fn reachable(pitr: &MongoPitr, backup: &Backup, now: &Time) -> Result<(), String
 /// Decides the next step of a MongoDB restore.
 pub fn decide(o: &Observed<'_>) -> Step {
     let (job, backup, now) = (o.job, o.backup, &o.now);
-    let mut status = status_of(job);
+    let status = status_of(job);
 
     // 1. Source and target, before any API call.
     if let Err(e) = driver::validate_app_ref(&backup.spec.application_ref) {
@@ -209,18 +205,12 @@ pub fn decide(o: &Observed<'_>) -> Step {
     // 2. startedAt (+ phase Running); option Warnings are recorded once, here. A terminal
     //    rejection waits for the next pass, as upstream parses after the stamp.
     let parsed = super::options::mongodb(job.spec.options.as_ref());
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        let events = parsed
+    let started = proceed!(skeleton::start(&status, now, || {
+        parsed
             .as_ref()
             .map(|p| p.events.clone())
-            .unwrap_or_default();
-        return Step::Status {
-            status,
-            events,
-            requeue: None,
-        };
-    };
+            .unwrap_or_default()
+    }));
     let options = match parsed {
         Ok(p) => p.options,
         Err(r) => return fail(&status, &r.message, r.events, now),
@@ -232,8 +222,12 @@ pub fn decide(o: &Observed<'_>) -> Step {
     {
         return fail(&status, &message, Vec::new(), now);
     }
-    let deadline = options.restore_timeout;
-    let past_deadline = elapsed(&started, now) > deadline;
+    let clock = Clock {
+        started,
+        limit: options.restore_timeout,
+        now,
+        poll: POLL,
+    };
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
 
     // 3. The backup source.
@@ -244,54 +238,33 @@ pub fn decide(o: &Observed<'_>) -> Step {
 
     // 4. The target cluster, with backups enabled.
     let cluster = driver::cluster_name(&app);
-    let waiting = |status: &mut api::backups::RestoreJobStatus, reason: &str, message: String| {
-        let current = status.clone();
-        crate::status::wait(status, reason, &message, false, now);
-        write_or_wait(
-            &current,
-            status.clone(),
-            Vec::new(),
-            Some(poll(&started, deadline, now)),
-        )
-    };
-    let Some(target_cluster) = o.target_cluster else {
-        if past_deadline {
-            return fail(
-                &status,
-                &format!(
-                    "target psmdb.percona.com/PerconaServerMongoDB {namespace}/{cluster} not found within {} (deploy the target MongoDB application with backup.enabled=true before requesting the restore; override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline)
-                ),
-                Vec::new(),
-                now,
-            );
-        }
-        return waiting(
-            &mut status,
-            reasons::TARGET_PERCONA_SERVER_MONGODB_NOT_READY,
-            format!(
-                "waiting for target psmdb.percona.com/PerconaServerMongoDB {namespace}/{cluster} to exist"
-            ),
-        );
-    };
+    let what = format!("psmdb.percona.com/PerconaServerMongoDB {namespace}/{cluster}");
+    proceed!(skeleton::await_target(
+        &status,
+        &clock,
+        o.target_cluster.is_some(),
+        &what,
+        reasons::TARGET_PERCONA_SERVER_MONGODB_NOT_READY,
+        "deploy the target MongoDB application with backup.enabled=true before requesting the restore",
+    ));
+    let target_cluster = o.target_cluster.unwrap_or(&Json::Null);
     if target_cluster["spec"]["backup"]["enabled"] != json!(true) {
-        if past_deadline {
+        if clock.passed() {
             return fail(
                 &status,
                 &format!(
-                    "target psmdb.percona.com/PerconaServerMongoDB {namespace}/{cluster} has spec.backup.enabled=false within {}; the percona-backup-mongodb agents must run to restore (set backup.enabled=true on the target MongoDB application)",
-                    go_duration(deadline)
+                    "target {what} has spec.backup.enabled=false within {}; the percona-backup-mongodb agents must run to restore (set backup.enabled=true on the target MongoDB application)",
+                    clock.limit()
                 ),
                 Vec::new(),
                 now,
             );
         }
-        return waiting(
-            &mut status,
+        return skeleton::waiting(
+            &status,
+            &clock,
             reasons::TARGET_PERCONA_SERVER_MONGODB_BACKUPS_DISABLED,
-            format!(
-                "waiting for target psmdb.percona.com/PerconaServerMongoDB {namespace}/{cluster} to enable backups"
-            ),
+            &format!("waiting for target {what} to enable backups"),
         );
     }
 
@@ -302,41 +275,23 @@ pub fn decide(o: &Observed<'_>) -> Step {
             source["s3"]["credentialsSecret"] = json!(cred);
         }
     }
-    let Some(restore) = own_restore(o.restores) else {
-        return Step::Act {
-            action: Action::Create(restore_body(job, &cluster, &source, options.pitr.as_ref())),
-            events: Vec::new(),
-            on_error: OnError {
-                prefix: "failed to ensure psmdb.percona.com/PerconaServerMongoDBRestore",
-                resume: None,
-            },
-        };
-    };
-    let id = format!(
-        "{}/{}",
-        restore["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or(&namespace),
-        str_of(&restore["metadata"], "name")
-    );
+    let restore = proceed!(skeleton::create_once(
+        o.restores,
+        "failed to ensure psmdb.percona.com/PerconaServerMongoDBRestore",
+        || restore_body(job, &cluster, &source, options.pitr.as_ref()),
+    ));
+    let id = skeleton::id(restore, &namespace);
 
     // 6. Its state.
     let state = str_of(&restore["status"], "state");
     match state {
-        driver::STATE_READY => {
-            crate::status::restore_succeeded(
-                &mut status,
-                Some(&format!(
-                    "psmdb.percona.com/PerconaServerMongoDBRestore {id} completed"
-                )),
-                now,
-            );
-            Step::Status {
-                status,
-                events: Vec::new(),
-                requeue: None,
-            }
-        }
+        driver::STATE_READY => skeleton::succeeded(
+            &status,
+            Some(&format!(
+                "psmdb.percona.com/PerconaServerMongoDBRestore {id} completed"
+            )),
+            now,
+        ),
         driver::STATE_ERROR | driver::STATE_REJECTED => {
             let message = non_empty(str_of(&restore["status"], "error"))
                 .map(str::to_owned)
@@ -347,30 +302,28 @@ pub fn decide(o: &Observed<'_>) -> Step {
                 });
             fail(&status, &message, Vec::new(), now)
         }
-        _ if past_deadline => {
+        _ => {
             let detail = non_empty(state)
                 .map(|s| format!("state={s}"))
                 .unwrap_or_else(|| "no state observed".into());
-            fail(
+            skeleton::overdue(
                 &status,
-                &format!(
-                    "psmdb.percona.com/PerconaServerMongoDBRestore did not complete within {} ({detail}; override via spec.options.restoreTimeoutSeconds)",
-                    go_duration(deadline)
-                ),
-                Vec::new(),
-                now,
+                &clock,
+                "psmdb.percona.com/PerconaServerMongoDBRestore",
+                &detail,
             )
+            .unwrap_or(Step::Wait {
+                events: Vec::new(),
+                requeue: clock.requeue(),
+            })
         }
-        _ => Step::Wait {
-            events: Vec::new(),
-            requeue: Some(poll(&started, deadline, now)),
-        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::restore::Action;
     use api::backups::{BackupStatus, RestoreJobStatus};
     use pretty_assertions::assert_eq;
 

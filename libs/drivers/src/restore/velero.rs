@@ -32,8 +32,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
-use super::job::{fail, helm_release, owned_by, status_of, strategy_not_ready};
 use super::options::VeleroOptions;
+use super::skeleton::{self, fail, helm_release, owned_by, status_of, strategy_not_ready};
 use super::{Action, Event, ObjectRef, OnError, Step, elapsed};
 use crate::status::go_duration;
 use crate::velero::{self as driver, keys};
@@ -591,14 +591,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
     }
 
     // 2. startedAt (+ phase Running).
-    let Some(started) = status.started_at.clone() else {
-        crate::status::start(&mut status, true, now);
-        return Step::Status {
-            status,
-            events: Vec::new(),
-            requeue: None,
-        };
-    };
+    let started = proceed!(skeleton::start(&status, now, Vec::new));
 
     // 3. Strategy and the Velero Backup's name.
     let Some(strategy) = o.strategy else {
