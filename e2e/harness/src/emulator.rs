@@ -10,6 +10,7 @@ use kube_emulator::{Chaos, ChaosCounts, Config, Emulator, Running};
 use serde_json::Value;
 
 use crate::daemon::{Daemon, DaemonSpec};
+use crate::real::{ApiBackend, ControlPlane};
 use crate::{Error, http};
 
 /// Where the emulator runs.
@@ -24,6 +25,13 @@ pub enum EmulatorMode {
 enum Backend {
     InProcess(Box<Running>),
     Process(Box<Daemon>),
+    /// The process's shared real control plane; `audit_offset` is where this harness's part of
+    /// its audit log starts, and the permit keeps other harnesses of the process out meanwhile.
+    Real {
+        cp: &'static ControlPlane,
+        audit_offset: u64,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    },
 }
 
 /// A test environment: emulator + daemons + namespaces.
@@ -35,6 +43,8 @@ pub struct Harness {
     daemons: Vec<Daemon>,
     namespaces: Vec<String>,
     admin_token: String,
+    /// The CA to trust (PEM) when the API server serves https (the real backend).
+    ca_pem: Option<String>,
     /// The runtime the in-process emulator serves from: its own, so that the emulator answers
     /// while the test's thread is blocked (see [`Harness::spawn`]).
     runtime: Option<tokio::runtime::Runtime>,
@@ -43,25 +53,21 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// In-process emulator with `deploy/crds/` loaded.
+    /// The API server `COZY_E2E_API` chooses (the in-process emulator by default, or the
+    /// process's shared real control plane) with `deploy/crds/` loaded.
     pub async fn start() -> Result<Self, Error> {
         Self::start_with(EmulatorMode::InProcess, Some(crate::crd_dir())).await
     }
 
-    /// Chooses the emulator mode and CRD directory.
+    /// Chooses the emulator mode and CRD directory. With `COZY_E2E_API=real`,
+    /// [`EmulatorMode::InProcess`] means the shared real control plane instead (which always has
+    /// `deploy/crds/`; another `crds` directory is applied to it too); an emulator process stays
+    /// an emulator process.
     pub async fn start_with(mode: EmulatorMode, crds: Option<PathBuf>) -> Result<Self, Error> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let work_dir = std::env::temp_dir().join(format!(
-            "e2e-harness-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        // A directory left by an earlier process with the same pid is not ours.
-        let _ = std::fs::remove_dir_all(&work_dir);
-        std::fs::create_dir_all(&work_dir).map_err(|source| Error::Process {
-            what: format!("creating {}", work_dir.display()),
-            source,
-        })?;
+        if matches!(mode, EmulatorMode::InProcess) && ApiBackend::from_env() == ApiBackend::Real {
+            return Self::start_real(crds).await;
+        }
+        let work_dir = new_work_dir()?;
         let kubeconfig = work_dir.join("kubeconfig");
         let mut runtime = None;
         let (backend, url, admin_token) = match mode {
@@ -122,12 +128,68 @@ impl Harness {
             daemons: Vec::new(),
             namespaces: Vec::new(),
             admin_token,
+            ca_pem: None,
             runtime,
             identities: Default::default(),
         })
     }
 
-    /// `http://127.0.0.1:PORT` of the emulator.
+    /// Runs against the process's shared real control plane (started on first use; see
+    /// docs/real-api.md), whatever `COZY_E2E_API` says. Waits while another harness of this
+    /// process uses it. `crds` other than `deploy/crds/` are applied too.
+    pub async fn start_real(crds: Option<PathBuf>) -> Result<Self, Error> {
+        let cp = tokio::task::spawn_blocking(ControlPlane::shared)
+            .await
+            .map_err(|e| Error::ControlPlane(e.to_string()))??;
+        let permit = cp.acquire().await?;
+        let work_dir = new_work_dir()?;
+        let kubeconfig = work_dir.join("kubeconfig");
+        crate::real::write_admin_kubeconfig(cp, &kubeconfig)?;
+        if let Some(dir) = crds.filter(|d| *d != crate::crd_dir()) {
+            crate::crds::apply_dir(&cp.client(&cp.admin_token), &dir).await?;
+        }
+        Ok(Harness {
+            backend: Backend::Real {
+                cp,
+                audit_offset: cp.audit_len(),
+                _permit: permit,
+            },
+            url: cp.url.clone(),
+            kubeconfig,
+            work_dir,
+            daemons: Vec::new(),
+            namespaces: Vec::new(),
+            admin_token: cp.admin_token.clone(),
+            ca_pem: Some(cp.ca_pem.clone()),
+            runtime: None,
+            identities: Default::default(),
+        })
+    }
+
+    /// The real control plane this harness runs against; None on the emulator.
+    pub fn control_plane(&self) -> Option<&'static ControlPlane> {
+        match &self.backend {
+            Backend::Real { cp, .. } => Some(cp),
+            _ => None,
+        }
+    }
+
+    /// True on the real API server backend.
+    pub fn is_real(&self) -> bool {
+        self.control_plane().is_some()
+    }
+
+    /// A kube-rs client of this harness's API server sending `token` (none when empty).
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        crate::real::client(&self.url, self.ca_pem.as_deref(), token)
+    }
+
+    /// What [`Harness::client_with_token`] needs, to build clients on another thread.
+    pub(crate) fn endpoint(&self) -> (String, Option<String>) {
+        (self.url.clone(), self.ca_pem.clone())
+    }
+
+    /// `http://127.0.0.1:PORT` of the emulator (`https://…` of the real API server).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -144,10 +206,10 @@ impl Harness {
 
     /// A kube-rs client for the emulator, as its admin.
     pub fn client(&self) -> kube::Client {
-        kube_emulator::client_for(&self.url, &self.admin_token)
+        self.client_with_token(&self.admin_token)
     }
 
-    /// The emulator's admin bearer token (`system:masters`); empty when its authentication is off.
+    /// The admin bearer token (`system:masters`); empty when the emulator's authentication is off.
     pub fn admin_token(&self) -> &str {
         &self.admin_token
     }
@@ -156,7 +218,7 @@ impl Harness {
     pub fn emulator(&self) -> Option<&Running> {
         match &self.backend {
             Backend::InProcess(r) => Some(r),
-            Backend::Process(_) => None,
+            _ => None,
         }
     }
 
@@ -165,6 +227,10 @@ impl Harness {
             Backend::InProcess(r) => Ok(r),
             Backend::Process(_) => Err(Error::Unsupported(format!(
                 "{what} needs the in-process emulator"
+            ))),
+            Backend::Real { .. } => Err(Error::Unsupported(format!(
+                "{what} needs the in-process emulator: the real API server (COZY_E2E_API=real) \
+                 has no such hook"
             ))),
         }
     }
@@ -255,6 +321,28 @@ impl Harness {
                 },
                 ..Default::default()
             };
+            if self.is_real() {
+                // The shared server may still have it from an earlier harness: reuse it, or wait
+                // for a deletion in progress to end.
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                loop {
+                    match api.get_opt(name).await? {
+                        Some(n) if n.metadata.deletion_timestamp.is_none() => break,
+                        Some(_) if tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Some(_) => {
+                            return Err(Error::Timeout(format!("namespace {name} to be deleted")));
+                        }
+                        None => match api.create(&PostParams::default(), &ns).await {
+                            Ok(_) => break,
+                            Err(kube::Error::Api(s)) if s.code == 409 => {}
+                            Err(e) => return Err(e.into()),
+                        },
+                    }
+                }
+                continue;
+            }
             api.create(&PostParams::default(), &ns).await?;
         }
         Ok(())
@@ -342,6 +430,9 @@ impl Harness {
                     .map(|(_, b)| b)
                     .unwrap_or_default()
             }
+            Backend::Real {
+                cp, audit_offset, ..
+            } => cp.audit_since(*audit_offset),
         }
     }
 
@@ -359,6 +450,8 @@ impl Harness {
                     .and_then(|(_, b)| serde_json::from_str(&b).ok())
                     .unwrap_or(Value::Null)
             }
+            // kube-apiserver has no snapshot; the dump lists no objects there.
+            Backend::Real { .. } => Value::Null,
         }
     }
 
@@ -413,6 +506,51 @@ impl Harness {
     }
 }
 
+/// A new private work directory `<tmp>/e2e-harness-<pid>-<n>`.
+fn new_work_dir() -> Result<PathBuf, Error> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let work_dir = std::env::temp_dir().join(format!(
+        "e2e-harness-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    // A directory left by an earlier process with the same pid is not ours.
+    let _ = std::fs::remove_dir_all(&work_dir);
+    std::fs::create_dir_all(&work_dir).map_err(|source| Error::Process {
+        what: format!("creating {}", work_dir.display()),
+        source,
+    })?;
+    Ok(work_dir)
+}
+
+impl Harness {
+    /// On the shared real server, the temporary namespaces a test left are deleted when its
+    /// harness ends (without waiting: the namespace controller finishes it).
+    fn delete_namespaces_in_background(&self) {
+        if self.namespaces.is_empty() {
+            return;
+        }
+        let ((url, ca), token) = (self.endpoint(), self.admin_token.clone());
+        let names = self.namespaces.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let client = crate::real::client(&url, ca.as_deref(), &token);
+                let api: Api<Namespace> = Api::all(client);
+                for n in names {
+                    let _ = api.delete(&n, &DeleteParams::default()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
 /// Polls `/ready` until it answers 200 (`ready`) or 503 (not `ready`); the body, or None at the deadline.
 async fn poll_ready(admin: &crate::Admin, ready: bool, timeout: Duration) -> Option<String> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -452,6 +590,9 @@ impl Drop for Harness {
             println!("{dump}\n(dump also written to {})", path.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.work_dir);
+        }
+        if self.is_real() {
+            self.delete_namespaces_in_background();
         }
         if let Some(rt) = self.runtime.take() {
             // Dropping a runtime may block, which an async context (where a harness usually

@@ -238,8 +238,8 @@ impl Harness {
         if let Some(i) = self.identities.get(component) {
             return Ok(i.clone());
         }
-        let (url, admin) = (self.url().to_owned(), self.admin_token().to_owned());
-        let client = move || kube_emulator::client_for(&url, &admin);
+        let ((url, ca), admin) = (self.endpoint(), self.admin_token().to_owned());
+        let client = move || crate::real::client(&url, ca.as_deref(), &admin);
         let name = component.to_owned();
         let identity = std::thread::scope(|s| {
             s.spawn(move || {
@@ -269,7 +269,7 @@ impl Harness {
     /// A kube client that authenticates as `component`'s ServiceAccount.
     pub fn component_client(&mut self, component: &str) -> Result<kube::Client, Error> {
         let token = self.component_token(component)?;
-        Ok(kube_emulator::client_for(self.url(), &token))
+        Ok(self.client_with_token(&token))
     }
 }
 

@@ -1,7 +1,9 @@
 //! End-to-end test harness shared by every daemon's end-to-end tests (and the dev control plane).
 //!
 //! ```text
-//! Harness::start()  ──► kube emulator (in-process or a `kube-emulator` process) with deploy/crds/ loaded
+//! Harness::start()  ──► kube emulator (in-process or a `kube-emulator` process) with deploy/crds/ loaded,
+//!      │                 or with COZY_E2E_API=real the process's shared kube-apiserver + etcd +
+//!      │                 kube-controller-manager (real module, docs/real-api.md)
 //!      │                 └─ kubeconfig in a private work dir
 //!      ├─ temp_namespace("backup")      generateName'd namespaces, deleted by cleanup()
 //!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG, ADMIN_ADDR=127.0.0.1:0 and
@@ -14,6 +16,7 @@
 //!      ├─ kubectl(args) / apply_yaml()  the real kubectl against the emulator
 //!      ├─ audit()                       the emulator's request log, parsed (write counting)
 //!      ├─ set_chaos() / api_server_outage()  seeded API faults; API server down and up on the same port
+//!      │                                (emulator only: Error::Unsupported on the real API server)
 //!      └─ on panic (Drop)               prints objects in the test's namespaces, the audit log, daemon logs
 //!
 //!  faults: the fixed chaos schedule, request-rate bound, survival checks
@@ -29,6 +32,7 @@ mod admin;
 pub mod audit;
 pub mod bad_input;
 mod binary;
+pub mod crds;
 mod daemon;
 pub mod dataplane;
 mod emulator;
@@ -42,6 +46,7 @@ pub mod leak;
 pub mod lease;
 mod poll;
 pub mod rbac;
+pub mod real;
 pub mod usage;
 
 use std::path::{Path, PathBuf};
@@ -54,6 +59,7 @@ pub use emulator::EmulatorMode;
 pub use kube_emulator::{Chaos, ChaosCounts, Fault, Hold, Mix};
 pub use lease::{ComponentLease, LEASE_AUDIENCE, LeaseTls, SecureLeaseServer};
 pub use poll::{DEADLINE, eventually, eventually_within, until};
+pub use real::{ApiBackend, ControlPlane};
 
 /// Errors of the harness.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +101,9 @@ pub enum Error {
     /// The operation needs another emulator mode.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The real control plane (COZY_E2E_API=real) could not be started or used.
+    #[error("real API server: {0}")]
+    ControlPlane(String),
     /// No daemon of that name.
     #[error("no daemon named {0}")]
     UnknownDaemon(String),

@@ -82,10 +82,21 @@ where
     let group = K::group(&());
     let plural = K::plural(&());
     let kind = K::kind(&());
+    // kube-apiserver refuses a CRD in a group under `k8s.io` or `kubernetes.io` (COSI's
+    // `objectstorage.k8s.io`) without this annotation; the real CRDs carry a KEP link there.
+    let protected = group == "k8s.io"
+        || group.ends_with(".k8s.io")
+        || group == "kubernetes.io"
+        || group.ends_with(".kubernetes.io");
+    let annotations = if protected {
+        serde_json::json!({"api-approved.kubernetes.io": "unapproved, a test stand-in for the upstream CRD"})
+    } else {
+        serde_json::json!({})
+    };
     let crd = serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
+        "metadata": {"name": format!("{plural}.{group}"), "annotations": annotations},
         "spec": {
             "group": group,
             "scope": if namespaced { "Namespaced" } else { "Cluster" },
