@@ -301,71 +301,144 @@ pub fn snapshot(rendered: &Json, parameters: &BTreeMap<String, String>) -> Json 
 }
 
 /// Parses a Go duration (`time.ParseDuration`) into nanoseconds, with Go's error messages.
+///
+/// Step for step what Go does, because upstream shows the outcome to users (`720h` becomes
+/// `720h0m0s`, a bad value is quoted in a failure message): the whole part of each term is read
+/// exactly and may not exceed 2^63; the fraction's digits are accumulated until they would pass
+/// 2^63 (later digits are ignored) and scaled through one `f64` multiplication, truncated toward
+/// zero; the sum of the terms wraps at 2^64 exactly as Go's unsigned accumulator does.
 pub fn parse_go_duration(text: &str) -> Result<i128, String> {
-    let invalid = || format!("time: invalid duration {text:?}");
-    let mut s = text;
+    const LIMIT: u64 = 1 << 63;
+    let invalid = || format!("time: invalid duration {}", go_quote(text));
+    let mut s = text.as_bytes();
     let mut negative = false;
-    if let Some(rest) = s.strip_prefix('-') {
-        negative = true;
-        s = rest;
-    } else if let Some(rest) = s.strip_prefix('+') {
-        s = rest;
+    if let Some(&sign @ (b'-' | b'+')) = s.first() {
+        negative = sign == b'-';
+        s = &s[1..];
     }
-    if s == "0" {
+    if s == b"0" {
         return Ok(0);
     }
     if s.is_empty() {
         return Err(invalid());
     }
-    let mut total: i128 = 0;
+    let mut total: u64 = 0;
     while !s.is_empty() {
-        let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
-        let (int_part, rest) = s.split_at(int_len);
-        let (frac_part, rest) = match rest.strip_prefix('.') {
-            Some(r) => {
-                let n = r.bytes().take_while(u8::is_ascii_digit).count();
-                r.split_at(n)
-            }
-            None => ("", rest),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
+        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
             return Err(invalid());
         }
-        let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(rest.len(), |(i, _)| i);
-        let (unit, rest) = rest.split_at(unit_len);
-        if unit.is_empty() {
-            return Err(format!("time: missing unit in duration {text:?}"));
+        // The whole part: more than 2^63 is an error.
+        let before = s.len();
+        let mut value: u64 = 0;
+        while let Some(&c) = s.first().filter(|c| c.is_ascii_digit()) {
+            if value > LIMIT / 10 {
+                return Err(invalid());
+            }
+            value = value * 10 + u64::from(c - b'0');
+            if value > LIMIT {
+                return Err(invalid());
+            }
+            s = &s[1..];
         }
-        let scale: i128 = match unit {
+        let whole_digits = s.len() != before;
+        // The fraction: digits past what fits are skipped, not an error.
+        let (mut fraction, mut scale, mut frac_digits) = (0_u64, 1_f64, false);
+        if s.first() == Some(&b'.') {
+            s = &s[1..];
+            let mut overflow = false;
+            while let Some(&c) = s.first().filter(|c| c.is_ascii_digit()) {
+                s = &s[1..];
+                frac_digits = true;
+                if overflow {
+                    continue;
+                }
+                if fraction > (LIMIT - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                let next = fraction * 10 + u64::from(c - b'0');
+                if next > LIMIT {
+                    overflow = true;
+                    continue;
+                }
+                fraction = next;
+                scale *= 10.0;
+            }
+        }
+        if !whole_digits && !frac_digits {
+            return Err(invalid());
+        }
+        let unit_len = s
+            .iter()
+            .position(|c| *c == b'.' || c.is_ascii_digit())
+            .unwrap_or(s.len());
+        if unit_len == 0 {
+            return Err(format!("time: missing unit in duration {}", go_quote(text)));
+        }
+        // The unit ends before an ASCII byte (or at the end), so it is whole characters.
+        let unit = std::str::from_utf8(&s[..unit_len]).unwrap_or_default();
+        s = &s[unit_len..];
+        let nanos: u64 = match unit {
             "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
             "ms" => 1_000_000,
             "s" => 1_000_000_000,
             "m" => 60_000_000_000,
             "h" => 3_600_000_000_000,
-            other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
+            other => {
+                return Err(format!(
+                    "time: unknown unit {} in duration {}",
+                    go_quote(other),
+                    go_quote(text)
+                ));
+            }
         };
-        let whole: i128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| invalid())?
-        };
-        let mut value = whole.checked_mul(scale).ok_or_else(invalid)?;
-        let mut unit_scale = scale;
-        for digit in frac_part.bytes().take(30) {
-            unit_scale /= 10;
-            value += i128::from(digit - b'0') * unit_scale;
-        }
-        total = total.checked_add(value).ok_or_else(invalid)?;
-        if total > i128::from(i64::MAX) {
+        if value > LIMIT / nanos {
             return Err(invalid());
         }
-        s = rest;
+        value *= nanos;
+        if fraction > 0 {
+            // Truncation toward zero, as Go's float-to-integer conversion.
+            value += (fraction as f64 * (nanos as f64 / scale)) as u64;
+            if value > LIMIT {
+                return Err(invalid());
+            }
+        }
+        total = total.wrapping_add(value);
+        if total > LIMIT {
+            return Err(invalid());
+        }
     }
-    Ok(if negative { -total } else { total })
+    if negative {
+        Ok(-i128::from(total))
+    } else if total > LIMIT - 1 {
+        Err(invalid())
+    } else {
+        Ok(i128::from(total))
+    }
+}
+
+/// Quotes `s` the way Go's time package quotes a duration or unit in its errors: between double
+/// quotes, `"` and the backslash escaped with a backslash, and every byte of a control or non-ASCII
+/// character written as `\xNN` (so `µ` is `\xc2\xb5`).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c < ' ' || !c.is_ascii() {
+            let mut buf = [0_u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        } else {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Formats nanoseconds as Go's `time.Duration.String()` does (`720h0m0s`, `1.5s`, `300ms`).
@@ -611,5 +684,43 @@ mod tests {
             parse_go_duration(""),
             Err("time: invalid duration \"\"".into())
         );
+    }
+
+    /// Cases where an earlier parser differed from Go's `time.ParseDuration` (found by the
+    /// differential run against Go itself, `e2e/go-differential`).
+    #[test]
+    fn go_durations_where_go_is_odd() {
+        // The fraction goes through one f64 multiplication, digits past 2^63 are dropped.
+        assert_eq!(
+            parse_go_duration("2.9223372036854775808m"),
+            Ok(175_340_232_221)
+        );
+        assert_eq!(
+            parse_go_duration("0.3333333333333333333h"),
+            Ok(1_200_000_000_000)
+        );
+        // Terms sum in an unsigned 64-bit accumulator that wraps: 2^63 + 2^63 is 0.
+        assert_eq!(
+            parse_go_duration("-9223372036854775808ns9223372036854775808ns"),
+            Ok(0)
+        );
+        assert_eq!(
+            parse_go_duration("-9223372036854775808ns"),
+            Ok(-9_223_372_036_854_775_808)
+        );
+        assert_eq!(
+            parse_go_duration("9223372036854775808ns"),
+            Err("time: invalid duration \"9223372036854775808ns\"".into())
+        );
+        // Go's quoting: every byte of a non-ASCII or control character as \xNN.
+        assert_eq!(
+            parse_go_duration("-0\u{b5}"),
+            Err("time: unknown unit \"\\xc2\\xb5\" in duration \"-0\\xc2\\xb5\"".into())
+        );
+        assert_eq!(
+            parse_go_duration("\u{ff11}h\t\"\\"),
+            Err("time: invalid duration \"\\xef\\xbc\\x91h\\x09\\\"\\\\\"".into())
+        );
+        assert_eq!(parse_go_duration("1\u{3bc}s"), Ok(1_000));
     }
 }
