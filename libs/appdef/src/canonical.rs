@@ -83,9 +83,11 @@ where
     for (i, (name, spec)) in defs.into_iter().enumerate() {
         let spec = match spec {
             None | Some(Value::Null) => GoSpec::default(),
-            Some(v) => GoSpec::deserialize(v).map_err(|source| HashError::InvalidSpec {
-                name: name.to_owned(),
-                source,
+            Some(v) => S::<GoSpec>::deserialize(v).map(|s| s.0).map_err(|source| {
+                HashError::InvalidSpec {
+                    name: name.to_owned(),
+                    source,
+                }
             })?,
         };
         if i > 0 {
@@ -177,6 +179,25 @@ impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for Z<T> {
     }
 }
 
+/// A Go struct: decoded only from a JSON object (or `null`, handled by the field around it).
+/// serde's derived struct decoding also takes an array of the fields in order; Go's decoder
+/// refuses that (`cannot unmarshal array into Go struct field …`), so this does too.
+#[derive(Debug, Default, Serialize)]
+#[serde(transparent)]
+struct S<T>(T);
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for S<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match Value::deserialize(d)? {
+            v @ Value::Object(_) => T::deserialize(v).map(S).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "expected an object for a Go struct, got {other}"
+            ))),
+        }
+    }
+}
+
 fn is_empty_str(s: &str) -> bool {
     s.is_empty()
 }
@@ -202,17 +223,17 @@ struct HashView<'a> {
 #[serde(default)]
 struct GoSpec {
     #[serde(deserialize_with = "zero_if_null")]
-    application: GoApplication,
+    application: S<GoApplication>,
     #[serde(deserialize_with = "zero_if_null")]
-    release: GoRelease,
+    release: S<GoRelease>,
     #[serde(deserialize_with = "zero_if_null")]
-    secrets: GoResources,
+    secrets: S<GoResources>,
     #[serde(deserialize_with = "zero_if_null")]
-    services: GoResources,
+    services: S<GoResources>,
     #[serde(deserialize_with = "zero_if_null")]
-    ingresses: GoResources,
+    ingresses: S<GoResources>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dashboard: Option<GoDashboard>,
+    dashboard: Option<S<GoDashboard>>,
 }
 
 /// `ApplicationDefinitionApplication`: four strings, none `omitempty`.
@@ -233,7 +254,7 @@ struct GoApplication {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
 struct GoRelease {
-    chart_ref: Option<GoChartRef>,
+    chart_ref: Option<S<GoChartRef>>,
     #[serde(
         deserialize_with = "zero_if_null",
         skip_serializing_if = "BTreeMap::is_empty"
@@ -250,7 +271,7 @@ struct GoRelease {
         deserialize_with = "zero_if_null",
         skip_serializing_if = "Vec::is_empty"
     )]
-    health_check_exprs: Vec<Z<GoHealthCheck>>,
+    health_check_exprs: Vec<Z<S<GoHealthCheck>>>,
 }
 
 /// helm-controller v2 `CrossNamespaceSourceReference`.
@@ -304,12 +325,12 @@ struct GoResources {
         deserialize_with = "zero_if_null",
         skip_serializing_if = "Vec::is_empty"
     )]
-    exclude: Vec<Option<GoSelector>>,
+    exclude: Vec<Option<S<GoSelector>>>,
     #[serde(
         deserialize_with = "zero_if_null",
         skip_serializing_if = "Vec::is_empty"
     )]
-    include: Vec<Option<GoSelector>>,
+    include: Vec<Option<S<GoSelector>>>,
 }
 
 /// `ApplicationDefinitionResourceSelector`: the inlined `metav1.LabelSelector` then `resourceNames`.
@@ -325,7 +346,7 @@ struct GoSelector {
         deserialize_with = "zero_if_null",
         skip_serializing_if = "Vec::is_empty"
     )]
-    match_expressions: Vec<Z<GoRequirement>>,
+    match_expressions: Vec<Z<S<GoRequirement>>>,
     #[serde(
         deserialize_with = "zero_if_null",
         skip_serializing_if = "Vec::is_empty"
@@ -617,6 +638,34 @@ mod tests {
         assert!(
             matches!(&err, HashError::InvalidSpec { name, .. } if name == "broken"),
             "{err:?}"
+        );
+    }
+
+    /// serde's derived decoding takes an array for a struct (its fields in order); Go's decoder
+    /// refuses it, so the hash must fail rather than hash `{}` (found by the differential run
+    /// against Go, `e2e/go-differential`).
+    #[test]
+    fn an_array_where_go_has_a_struct_is_an_error_as_in_go() {
+        for bad in [
+            json!({"secrets": []}),
+            json!({"application": ["Postgres", "{}", "postgreses", "postgres"]}),
+            json!({"release": {"chartRef": ["HelmChart", "x"]}}),
+            json!({"services": {"include": [["a"]]}}),
+            json!({"dashboard": []}),
+            json!([]),
+        ] {
+            let err = canonical_json([("d", Some(&bad))]).unwrap_err();
+            assert!(
+                matches!(&err, HashError::InvalidSpec { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+        // null stays the zero value, as in Go.
+        let null_blocks =
+            json!({"secrets": null, "dashboard": null, "release": {"chartRef": null}});
+        assert_eq!(
+            String::from_utf8(canonical_json([("d", Some(&null_blocks))]).unwrap()).unwrap(),
+            r#"[{"name":"d","spec":{"application":{"kind":"","openAPISchema":"","plural":"","singular":""},"release":{"chartRef":null,"prefix":""},"secrets":{},"services":{},"ingresses":{}}}]"#
         );
     }
 }
