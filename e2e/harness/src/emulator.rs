@@ -166,6 +166,27 @@ impl Harness {
         })
     }
 
+    /// For a test about kube-apiserver itself, whatever `COZY_E2E_API` says: [`Harness::start_real`],
+    /// or None (with a note on stderr) when the control plane's binaries are not built and
+    /// `COZY_E2E_API` is not `real` (with it, missing binaries are an error).
+    pub async fn start_real_or_skip(test: &str) -> Option<Self> {
+        if ApiBackend::from_env() != ApiBackend::Real
+            && let Err(e) = crate::real::bin_dir()
+        {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "{test}: skipped, no real control plane: {e}"
+            );
+            return None;
+        }
+        Some(
+            Self::start_real(None)
+                .await
+                .expect("the real control plane"),
+        )
+    }
+
     /// The real control plane this harness runs against; None on the emulator.
     pub fn control_plane(&self) -> Option<&'static ControlPlane> {
         match &self.backend {

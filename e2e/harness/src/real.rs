@@ -11,7 +11,8 @@
 //!        audit-policy.yaml, audit.log   one Metadata-level event per request and stage
 //!        etcd/     data dir of an etcd on two free loopback ports (fsync off)
 //!     etcd ─► kube-apiserver (RBAC, TokenRequest/TokenReview, audit log) ─► /readyz
-//!          ─► kube-controller-manager (garbage collector, namespace and ServiceAccount controllers)
+//!          ─► kube-controller-manager (garbage collector, namespace, ServiceAccount and PVC
+//!             protection controllers)
 //!          ─► deploy/crds/ server-side applied, each waited for until Established
 //!     a watchdog shell kills the three and removes the directory when the test process ends
 //! ```
@@ -258,7 +259,9 @@ impl ControlPlane {
             &bin_dir.join("kube-controller-manager"),
             &[
                 format!("--kubeconfig={}", kcm_kubeconfig.display()),
-                "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller".into(),
+                // The PVC protection controller removes the `kubernetes.io/pvc-protection` finalizer
+                // admission puts on every claim: without it a deleted claim stays Terminating.
+                "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,persistentvolumeclaim-protection-controller".into(),
                 "--use-service-account-credentials=false".into(),
                 "--leader-elect=false".into(),
                 "--bind-address=127.0.0.1".into(),

@@ -4,3 +4,4 @@
 
 mod harness;
 mod layering;
+mod real_api;
