@@ -8,7 +8,7 @@
 //!   `{{ .Parameters.absent }}`; `index` on a string map (`.Parameters`) yields `""` for a missing key,
 //!   as Go's `index` yields the element type's zero value;
 //! * the Sprig helpers strategy authors use are available: `default`, `empty`, `coalesce`,
-//!   `required`, `ternary`, `quote`, `squote`, `upper`, `lower`, `title`, `trim`, `trimPrefix`,
+//!   `ternary`, `quote`, `squote`, `upper`, `lower`, `title`, `trim`, `trimPrefix`,
 //!   `trimSuffix`, `trimAll`, `replace`, `contains`, `hasPrefix`, `hasSuffix`, `toString`, `toJson`,
 //!   `join`, `list`, `dict`, `b64enc`, `b64dec`, `trunc`, `indent`, `nindent`, `splitList`. A template
 //!   using another Sprig function does not parse and is therefore left as written (upstream would
@@ -49,13 +49,105 @@ fn render_str(text: &str, ctx: &Value) -> String {
     if unclosed_action(text) {
         return text.to_owned();
     }
+    let trimmed = apply_trim_markers(text);
     let mut tmpl = Template::default();
     tmpl.add_funcs(SPRIG);
-    if tmpl.parse(text).is_err() {
+    if tmpl.parse(&trimmed).is_err() {
         return text.to_owned();
     }
     tmpl.render(&Context::from(ctx.clone()))
         .unwrap_or_else(|_| text.to_owned())
+}
+
+/// Go's whitespace trimming done before the engine sees the text: `{{- ` drops the white space
+/// (space, tab, CR, LF) before the action and ` -}}` the white space after it; each marker (the
+/// dash and the one white-space byte beside it) is removed, as Go's lexer removes it. The `gtmpl` engine trims by byte offsets that can fall inside a multi-byte
+/// character before the action (`é{{- x }}`) and then panics, so it is never given a marker.
+/// Quoted strings, raw strings, character constants and comments inside actions are skipped when
+/// looking for the action's end, as Go's lexer skips them. Text with an action that does not end
+/// is returned unchanged (it does not parse either way).
+fn apply_trim_markers(text: &str) -> String {
+    let is_space = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut trim_next_text = false;
+    while let Some(open) = rest.find("{{") {
+        let mut before = &rest[..open];
+        if trim_next_text {
+            before = before.trim_start_matches(is_space);
+        }
+        let mut body = &rest[open + 2..];
+        let left_trim = body.starts_with('-') && body[1..].starts_with(is_space);
+        if left_trim {
+            before = before.trim_end_matches(is_space);
+            // The marker is the dash and one white-space byte, as in Go's lexer.
+            body = &body[2..];
+        }
+        let Some(end) = action_end(body) else {
+            return text.to_owned();
+        };
+        // `end` is where `}}` starts; a ` -` just before it is the right trim marker.
+        let inner = &body[..end];
+        let right_trim = inner.ends_with('-')
+            && inner[..inner.len() - 1].ends_with(is_space)
+            && inner.len() >= 2;
+        // A `{` left just before the action would make the engine see `{{{`; Go's lexer has
+        // already decided where the action starts, so the brace is written as an action.
+        match before.strip_suffix('{') {
+            Some(head) => {
+                out.push_str(head);
+                out.push_str("{{\"{\"}}");
+            }
+            None => out.push_str(before),
+        }
+        out.push_str("{{");
+        out.push_str(if right_trim {
+            &inner[..inner.len() - 2]
+        } else {
+            inner
+        });
+        out.push_str("}}");
+        trim_next_text = right_trim;
+        rest = &body[end + 2..];
+    }
+    if trim_next_text {
+        rest = rest.trim_start_matches(is_space);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The byte offset of the `}}` that ends the action whose text starts at `body`, skipping
+/// quoted strings, raw strings, character constants and comments; `None` if it never ends.
+fn action_end(body: &str) -> Option<usize> {
+    let bytes = body.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'}' if bytes.get(i + 1) == Some(&b'}') => return Some(i),
+            quote @ (b'"' | b'\'') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != quote {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    if bytes.get(i) == Some(&b'\n') {
+                        return None;
+                    }
+                    i += 1;
+                }
+            }
+            b'`' => {
+                i += 1 + body[i + 1..].find('`')?;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2 + body[i + 2..].find("*/")? + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 fn map_strings(v: &Json, f: &dyn Fn(&str) -> String) -> Json {
@@ -207,12 +299,19 @@ pub fn context_struct(fields: Json) -> Json {
     fields
 }
 
+/// The most padding `indent`/`nindent` add per line. Go refuses a negative count and one whose
+/// result cannot be allocated; a result of gigabytes is refused here too rather than exhausting
+/// the daemon's memory.
+const MAX_PAD: i64 = 1 << 20;
+
 static SPRIG: &[(&str, Func)] = &[
     ("index", index as Func),
+    ("printf", printf as Func),
+    ("eq", eq as Func),
+    ("ne", ne as Func),
     ("default", default as Func),
     ("empty", empty as Func),
     ("coalesce", coalesce as Func),
-    ("required", required as Func),
     ("ternary", ternary as Func),
     ("quote", quote as Func),
     ("squote", squote as Func),
@@ -259,20 +358,229 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// Argument `i` of a function Go declares with exactly `n` parameters: a call with another
+/// number of arguments is an error in Go (`wrong number of args for <name>`).
 fn arg<'a>(args: &'a [Value], i: usize, name: &str, n: usize) -> Result<&'a Value, FuncError> {
-    args.get(i)
-        .ok_or_else(|| FuncError::ExactlyXArgs(name.into(), n))
+    if args.len() != n {
+        return Err(FuncError::ExactlyXArgs(name.into(), n));
+    }
+    Ok(&args[i])
 }
 
+/// Argument `i` of a Go `string` parameter: Go accepts only a string there (a missing key, nil,
+/// a number or a bool is an error: `expected string`).
 fn str_arg(args: &[Value], i: usize, name: &str, n: usize) -> Result<String, FuncError> {
-    arg(args, i, name, n).map(text)
+    match arg(args, i, name, n)? {
+        Value::String(s) => Ok(s.clone()),
+        other => Err(FuncError::Generic(format!(
+            "{name}: wrong type for value; expected string; got {}",
+            go_type(other)
+        ))),
+    }
+}
+
+/// Argument `i` of a Go `int` parameter: an integer (a float, a string or a bool is an error).
+fn int_arg(args: &[Value], i: usize, name: &str, n: usize) -> Result<i64, FuncError> {
+    match arg(args, i, name, n)? {
+        Value::Number(x) if x.as_f64().is_none() => x
+            .as_i64()
+            .ok_or_else(|| FuncError::Generic(format!("{name}: {x} overflows int"))),
+        other => Err(FuncError::Generic(format!(
+            "{name}: wrong type for value; expected int; got {}",
+            go_type(other)
+        ))),
+    }
+}
+
+/// The Go type a context value has, as Go's messages name it.
+fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::NoValue | Value::Nil => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::String(_) => "string",
+        Value::Number(n) if n.as_f64().is_some() => "float64",
+        Value::Number(_) => "int64",
+        Value::Array(_) => "[]interface {}",
+        Value::Map(_) | Value::Object(_) => "map[string]interface {}",
+        Value::Function(_) => "func",
+    }
+}
+
+/// Go's `eq`: arguments of the same basic kind are compared; a string against a bool (or any two
+/// kinds that differ, both present) is an error; a missing value equals only a missing value.
+fn eq(args: &[Value]) -> Result<Value, FuncError> {
+    let Some((first, rest)) = args.split_first() else {
+        return Err(FuncError::AtLeastXArgs("eq".into(), 2));
+    };
+    if rest.is_empty() {
+        return Err(FuncError::Generic("missing argument for comparison".into()));
+    }
+    for other in rest {
+        if go_equal(first, other)? {
+            return Ok(Value::Bool(true));
+        }
+    }
+    Ok(Value::Bool(false))
+}
+
+/// Go's `ne`: exactly two arguments, the negation of `eq`.
+fn ne(args: &[Value]) -> Result<Value, FuncError> {
+    if args.len() != 2 {
+        return Err(FuncError::ExactlyXArgs("ne".into(), 2));
+    }
+    Ok(Value::Bool(!go_equal(&args[0], &args[1])?))
+}
+
+fn go_equal(a: &Value, b: &Value) -> Result<bool, FuncError> {
+    let missing = |v: &Value| matches!(v, Value::NoValue | Value::Nil);
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => Ok(x == y),
+        (Value::Bool(x), Value::Bool(y)) => Ok(x == y),
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(f), Some(g)) => Ok(f == g),
+            (None, None) => Ok(x.as_i64() == y.as_i64() && x.as_u64() == y.as_u64()),
+            _ => Err(FuncError::Generic(
+                "incompatible types for comparison".into(),
+            )),
+        },
+        (x, y) if missing(x) && missing(y) => Ok(true),
+        (x, y) if missing(x) || missing(y) => Ok(false),
+        _ => Err(FuncError::Generic(
+            "incompatible types for comparison".into(),
+        )),
+    }
+}
+
+/// Go's `printf` (`fmt.Sprintf`) for the verbs strategy templates use: `%s`, `%v`, `%d`, `%q`,
+/// `%t` and `%%` over strings, booleans, missing values and (`%d`, `%v`) numbers, with Go's in-band reports of a missing argument (`%!s(MISSING)`), an argument
+/// of the wrong kind (`%!d(string=x)`) and arguments left over (`%!(EXTRA string=x)`). Anything
+/// else (widths, other verbs, composite values) is refused, so the string is used as written.
+fn printf(args: &[Value]) -> Result<Value, FuncError> {
+    let Some((Value::String(format), rest)) = args.split_first() else {
+        return Err(FuncError::Generic("printf needs a format string".into()));
+    };
+    let unsupported = || FuncError::Generic(format!("printf {format:?}: unsupported"));
+    let mut out = String::new();
+    let mut next = rest.iter();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let verb = chars.next().ok_or_else(unsupported)?;
+        if verb == '%' {
+            out.push('%');
+            continue;
+        }
+        let Some(v) = next.next() else {
+            out.push_str(&format!("%!{verb}(MISSING)"));
+            continue;
+        };
+        // Numbers: an integer prints in decimal for %d and %v, a float as Go's %v does; which Go
+        // type a number has (int, int64, float64) is not known here, so a report that would name
+        // it is refused rather than guessed.
+        if let Value::Number(n) = v {
+            match (verb, n.as_f64()) {
+                ('d' | 'v', None) => out.push_str(&n.to_string()),
+                ('v', Some(f)) => out.push_str(&go_float_v(f)),
+                _ => return Err(unsupported()),
+            }
+            continue;
+        }
+        let scalar = match v {
+            Value::String(x) => Some(x.clone()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::NoValue | Value::Nil => None,
+            _ => return Err(unsupported()),
+        };
+        let wrong = |scalar: &Option<String>| match scalar {
+            Some(x) => format!("%!{verb}({}={x})", go_type(v)),
+            None => format!("%!{verb}(<nil>)"),
+        };
+        match (verb, v) {
+            ('s' | 'v', Value::String(x)) => out.push_str(x),
+            ('v' | 't', Value::Bool(b)) => out.push_str(&b.to_string()),
+            ('v', _) => out.push_str("<nil>"),
+            ('q', Value::String(x)) => out.push_str(&go_strconv_quote(x)),
+            ('s' | 'd' | 'q' | 't', _) => out.push_str(&wrong(&scalar)),
+            _ => return Err(unsupported()),
+        }
+    }
+    let extra: Vec<String> = next
+        .map(|v| match v {
+            Value::String(x) => Ok(format!("string={x}")),
+            Value::Bool(b) => Ok(format!("bool={b}")),
+            Value::NoValue | Value::Nil => Ok("<nil>".to_owned()),
+            _ => Err(unsupported()),
+        })
+        .collect::<Result<_, _>>()?;
+    if !extra.is_empty() {
+        out.push_str(&format!("%!(EXTRA {})", extra.join(", ")));
+    }
+    Ok(Value::String(out))
+}
+
+/// A float64 as Go's `%v` prints it: the shortest decimal that reads back as the same value,
+/// in exponent form (`1e+21`, `1e-07`) when the decimal exponent is below -4 or at least 21.
+fn go_float_v(f: f64) -> String {
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if f != 0.0 && !(-4..21).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    } else {
+        format!("{f}")
+    }
+}
+
+/// Go's `strconv.Quote`: double quotes, `\"` and `\\` escaped, the usual short escapes for
+/// control characters and `\xNN` for the other ASCII controls; printable Unicode as is.
+fn go_strconv_quote(s: &str) -> String {
+    let mut out = String::from('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Go's `index`, with the zero value `""` for a missing key of a map whose values are all strings
 /// (a `map[string]string` such as `.Parameters`), and `<no value>` for other maps.
 fn index(args: &[Value]) -> Result<Value, FuncError> {
-    if args.len() < 2 {
-        return Err(FuncError::AtLeastXArgs("index".into(), 2));
+    match args {
+        [] => return Err(FuncError::AtLeastXArgs("index".into(), 1)),
+        // Go: `index x` is x itself.
+        [Value::NoValue | Value::Nil] => {
+            return Err(FuncError::Generic("index of untyped nil".into()));
+        }
+        [only] => return Ok(only.clone()),
+        _ => {}
     }
     let mut col = args[0].clone();
     for key in &args[1..] {
@@ -300,8 +608,12 @@ fn index(args: &[Value]) -> Result<Value, FuncError> {
     Ok(col)
 }
 
+/// Sprig's `default d given...`: `given[0]` unless it is missing or empty; later arguments are
+/// accepted and ignored.
 fn default(args: &[Value]) -> Result<Value, FuncError> {
-    let fallback = arg(args, 0, "default", 2)?;
+    let fallback = args
+        .first()
+        .ok_or_else(|| FuncError::AtLeastXArgs("default".into(), 1))?;
     match args.get(1) {
         Some(v) if !is_empty(v) => Ok(v.clone()),
         _ => Ok(fallback.clone()),
@@ -309,7 +621,7 @@ fn default(args: &[Value]) -> Result<Value, FuncError> {
 }
 
 fn empty(args: &[Value]) -> Result<Value, FuncError> {
-    Ok(Value::Bool(args.first().is_none_or(is_empty)))
+    Ok(Value::Bool(is_empty(arg(args, 0, "empty", 1)?)))
 }
 
 fn coalesce(args: &[Value]) -> Result<Value, FuncError> {
@@ -318,14 +630,6 @@ fn coalesce(args: &[Value]) -> Result<Value, FuncError> {
         .find(|v| !is_empty(v))
         .cloned()
         .unwrap_or(Value::Nil))
-}
-
-fn required(args: &[Value]) -> Result<Value, FuncError> {
-    let message = str_arg(args, 0, "required", 2)?;
-    match args.get(1) {
-        Some(v) if !is_empty(v) => Ok(v.clone()),
-        _ => Err(FuncError::Generic(message)),
-    }
 }
 
 fn ternary(args: &[Value]) -> Result<Value, FuncError> {
@@ -343,7 +647,7 @@ fn quote(args: &[Value]) -> Result<Value, FuncError> {
     let parts: Vec<String> = args
         .iter()
         .filter(|v| !matches!(v, Value::NoValue | Value::Nil))
-        .map(|v| format!("{:?}", text(v)))
+        .map(|v| go_strconv_quote(&text(v)))
         .collect();
     Ok(Value::String(parts.join(" ")))
 }
@@ -501,10 +805,7 @@ fn b64dec(args: &[Value]) -> Result<Value, FuncError> {
 }
 
 fn trunc(args: &[Value]) -> Result<Value, FuncError> {
-    let n = match arg(args, 0, "trunc", 2)? {
-        Value::Number(n) => n.as_i64().unwrap_or(0),
-        other => text(other).parse().unwrap_or(0),
-    };
+    let n = int_arg(args, 0, "trunc", 2)?;
     let s = str_arg(args, 1, "trunc", 2)?;
     let chars: Vec<char> = s.chars().collect();
     let len = chars.len() as i64;
@@ -517,11 +818,11 @@ fn trunc(args: &[Value]) -> Result<Value, FuncError> {
 }
 
 fn indent_by(args: &[Value], name: &str) -> Result<String, FuncError> {
-    let n = match arg(args, 0, name, 2)? {
-        Value::Number(n) => n.as_u64().unwrap_or(0) as usize,
-        other => text(other).parse().unwrap_or(0),
-    };
-    let pad = " ".repeat(n);
+    let n = int_arg(args, 0, name, 2)?;
+    if !(0..=MAX_PAD).contains(&n) {
+        return Err(FuncError::Generic(format!("{name}: {n} spaces")));
+    }
+    let pad = " ".repeat(n as usize);
     let s = str_arg(args, 1, name, 2)?;
     Ok(s.split('\n')
         .map(|l| format!("{pad}{l}"))
@@ -679,6 +980,87 @@ mod tests {
         assert_eq!(r("{{ toJson .Parameters }}"), r#"{"bucket":"b1"}"#);
     }
 }
+/// Cases where this renderer differed from Go's `text/template` with slim-sprig, found by the
+/// differential run against Go itself (`e2e/go-differential`); each expected value is Go's.
+#[cfg(test)]
+mod go_differences {
+    use super::render_string;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn r(text: &str) -> String {
+        let ctx = json!({"Application": {"metadata": {"name": "pg", "labels": {"app": "db"}}},
+                         "Parameters": {"bucket": "b1"}, "Mode": "backup"});
+        render_string(text, &ctx)
+    }
+
+    #[test]
+    fn required_is_not_in_slim_sprig_so_the_string_is_used_as_written() {
+        assert_eq!(
+            r("{{ required \"x\" .Mode }}"),
+            "{{ required \"x\" .Mode }}"
+        );
+    }
+
+    #[test]
+    fn arity_and_string_parameters_are_checked_as_go_checks_them() {
+        for text in [
+            "{{ .Mode | lower .Parameters.bucket }}",
+            "{{ \"x\" | trimPrefix \"a\" .Mode }}",
+            "{{ lower .Parameters.absent }}",
+            "{{ b64enc .Application.metadata.labels.absent }}",
+            "{{ lower true }}",
+            "{{ upper 1e3 }}",
+            "{{ trunc \"2\" .Mode }}",
+            "{{ empty .Mode .Mode }}",
+            "{{ index .Parameters.absent }}",
+        ] {
+            assert_eq!(r(text), text);
+        }
+        assert_eq!(r("{{ \"\" | default .Mode .Parameters.absent }}"), "backup");
+        assert_eq!(r("{{ index .Mode }}"), "backup");
+    }
+
+    #[test]
+    fn printf_reports_missing_and_extra_arguments_in_band() {
+        assert_eq!(r("{{ printf \"%%\" }}"), "%");
+        assert_eq!(r("{{ printf \"%s/%s\" .Mode }}"), "backup/%!s(MISSING)");
+        assert_eq!(r("{{ printf \"%%\" .Mode }}"), "%%!(EXTRA string=backup)");
+        assert_eq!(r("{{ printf \"%s\" .Parameters.absent }}"), "%!s(<nil>)");
+        assert_eq!(r("{{ printf \"%s\" true }}"), "%!s(bool=true)");
+        assert_eq!(r("{{ printf \"%q\" \"a\\tb\" }}"), "\"a\\tb\"");
+        assert_eq!(r("{{ printf \"%d-%v-%v\" 3 -4 1.5 }}"), "3--4-1.5");
+    }
+
+    #[test]
+    fn eq_compares_like_go() {
+        assert_eq!(r("{{ eq .Mode true }}"), "{{ eq .Mode true }}");
+        assert_eq!(r("{{ eq .Parameters.absent \"x\" }}"), "false");
+        assert_eq!(r("{{ ne .Parameters.absent .Parameters.none }}"), "false");
+        assert_eq!(r("{{ eq .Mode \"x\" \"backup\" }}"), "true");
+    }
+
+    #[test]
+    fn trim_markers_next_to_multibyte_text_comments_and_braces() {
+        // The engine panicked (in its lexer thread) trimming before a multi-byte character.
+        assert_eq!(r("é {{- .Mode -}} ü"), "ébackupü");
+        assert_eq!(r("a {{- /* note */ -}} b"), "ab");
+        assert_eq!(r("{ {{- \"-\" }}"), "{-");
+        assert_eq!(r("{{- 3 }}"), "3");
+        assert_eq!(r("{{ \"}}\" -}}  x"), "}}x");
+    }
+
+    #[test]
+    fn indent_refuses_a_negative_or_absurd_width_instead_of_aborting() {
+        assert_eq!(r("{{ indent -1 .Mode }}"), "{{ indent -1 .Mode }}");
+        assert_eq!(
+            r("{{ indent 9007199254740993 .Mode }}"),
+            "{{ indent 9007199254740993 .Mode }}"
+        );
+        assert_eq!(r("{{ nindent 2 .Mode }}"), "\n  backup");
+    }
+}
+
 #[cfg(test)]
 mod unclosed {
     /// The engine never returns on an action left open at the end of the text; the guard must
