@@ -1,0 +1,552 @@
+//! Strategy templates: Go `text/template` with slim-sprig's `FuncMap()` (what upstream's
+//! renderer registers), against `drivers::template::render_string`. A string that fails to parse
+//! or to execute is used as written on both sides (upstream's renderer returns the input on any
+//! error), so an error answer of Go means "the text, unchanged".
+//!
+//! Cases are strings the way strategies write them (`s3://{{ .Parameters.bucket }}/…`, a
+//! `default` with a `printf` fallback, `toJson` of a map) plus the nasty ones: nested pipelines,
+//! `if`/`with`/`range` with `else`, `{{-`/`-}}` trimming, variables, missing keys
+//! (`<no value>`), iteration over maps, `printf` verbs, integers and floats from JSON, wrong
+//! arities and types, unknown functions and unclosed actions.
+
+use serde_json::{Value as Json, json};
+
+use crate::rng::Rng;
+use crate::{Case, Verdict, go_error, size_of};
+
+/// The render context of one case: an application as the API server returns it, the route's
+/// parameters (a string map upstream), the release and the mode.
+fn context(rng: &mut Rng) -> Json {
+    let name = rng
+        .pick(&["orders-db", "pg", "a<b>&c", "ünï", "x y"])
+        .to_string();
+    json!({
+        "Application": {
+            "apiVersion": "apps.cozystack.io/v1alpha1",
+            "kind": "Postgres",
+            "metadata": {
+                "name": name,
+                "namespace": "tenant-acme",
+                "labels": {"app": "db", "tier": "gold", "z": ""},
+                "annotations": {},
+            },
+            "spec": {
+                "replicas": 2, "size": "10Gi", "storageClass": "", "enabled": true, "disabled": false,
+                "ratio": 1.5, "whole": 3.0, "big": 9_007_199_254_740_993_u64, "neg": -4, "zero": 0,
+                "tiny": 1e-7, "huge": 1e21, "fzero": 0.0,
+                "users": {"alice": {"password": "p@ss"}, "bob": {}},
+                "databases": ["app", "audit"], "empty": [], "nothing": null,
+                "html": "<a href=\"x\">&amp;</a>", "multi": "l1\nl2", "spaces": "  pad  ",
+                "b64": "aGVsbG8=", "path": "/var/lib/pg/data.tar.gz", "csv": "a,b,,c",
+            },
+        },
+        "Parameters": {"bucket": "b1", "prefix": "pg/", "region": "", "endpoint": "https://s3.example:9000"},
+        "Release": {"Name": name, "Namespace": "tenant-acme"},
+        "Mode": rng.pick(&["backup", "restore"]).to_string(),
+    })
+}
+
+const FIELDS: [&str; 44] = [
+    ".Application.metadata.name",
+    ".Application.metadata.namespace",
+    ".Application.metadata.labels",
+    ".Application.metadata.labels.app",
+    ".Application.metadata.labels.absent",
+    ".Application.metadata.annotations",
+    ".Application.spec.replicas",
+    ".Application.spec.size",
+    ".Application.spec.storageClass",
+    ".Application.spec.enabled",
+    ".Application.spec.disabled",
+    ".Application.spec.ratio",
+    ".Application.spec.whole",
+    ".Application.spec.big",
+    ".Application.spec.neg",
+    ".Application.spec.zero",
+    ".Application.spec.tiny",
+    ".Application.spec.huge",
+    ".Application.spec.fzero",
+    ".Application.spec.users",
+    ".Application.spec.users.alice",
+    ".Application.spec.users.alice.password",
+    ".Application.spec.databases",
+    ".Application.spec.empty",
+    ".Application.spec.nothing",
+    ".Application.spec.html",
+    ".Application.spec.multi",
+    ".Application.spec.spaces",
+    ".Application.spec.b64",
+    ".Application.spec.path",
+    ".Application.spec.csv",
+    ".Application.spec.absent",
+    ".Application.spec.absent.deeper",
+    ".Parameters",
+    ".Parameters.bucket",
+    ".Parameters.prefix",
+    ".Parameters.region",
+    ".Parameters.absent",
+    ".Release.Name",
+    ".Release.Namespace",
+    ".Release.Absent",
+    ".Mode",
+    ".",
+    "$",
+];
+
+const LITERALS: [&str; 22] = [
+    "\"x\"",
+    "\"\"",
+    "\"a-b\"",
+    "\"<&>\"",
+    "\"%d\"",
+    "\"/\"",
+    "\",\"",
+    "\"-\"",
+    "\"ünï\"",
+    "\"a\\tb\"",
+    "`raw`",
+    "3",
+    "0",
+    "-1",
+    "1.5",
+    "true",
+    "false",
+    "nil",
+    "'a'",
+    "1e3",
+    "0x10",
+    "2",
+];
+
+/// Functions and how many arguments they usually take (min, max); `go` ones are Go's builtins.
+const FUNCS: &[(&str, usize, usize)] = &[
+    // Go's builtins.
+    ("printf", 1, 4),
+    ("print", 0, 3),
+    ("println", 0, 2),
+    ("len", 1, 1),
+    ("index", 1, 3),
+    ("eq", 2, 3),
+    ("ne", 2, 2),
+    ("lt", 2, 2),
+    ("le", 2, 2),
+    ("gt", 2, 2),
+    ("ge", 2, 2),
+    ("and", 1, 3),
+    ("or", 1, 3),
+    ("not", 1, 1),
+    ("html", 1, 2),
+    ("js", 1, 1),
+    ("urlquery", 1, 2),
+    ("slice", 1, 3),
+    // Sprig.
+    ("default", 1, 2),
+    ("empty", 1, 1),
+    ("coalesce", 1, 3),
+    ("ternary", 3, 3),
+    ("quote", 1, 2),
+    ("squote", 1, 2),
+    ("upper", 1, 1),
+    ("lower", 1, 1),
+    ("title", 1, 1),
+    ("trim", 1, 1),
+    ("trimPrefix", 2, 2),
+    ("trimSuffix", 2, 2),
+    ("trimAll", 2, 2),
+    ("trimall", 2, 2),
+    ("replace", 3, 3),
+    ("contains", 2, 2),
+    ("hasPrefix", 2, 2),
+    ("hasSuffix", 2, 2),
+    ("toString", 1, 1),
+    ("toJson", 1, 1),
+    ("toPrettyJson", 1, 1),
+    ("toRawJson", 1, 1),
+    ("join", 2, 2),
+    ("list", 0, 3),
+    ("dict", 0, 4),
+    ("b64enc", 1, 1),
+    ("b64dec", 1, 1),
+    ("b32enc", 1, 1),
+    ("trunc", 2, 2),
+    ("indent", 2, 2),
+    ("nindent", 2, 2),
+    ("splitList", 2, 2),
+    ("split", 2, 2),
+    ("sha256sum", 1, 1),
+    ("sha1sum", 1, 1),
+    ("int", 1, 1),
+    ("int64", 1, 1),
+    ("atoi", 1, 1),
+    ("float64", 1, 1),
+    ("add", 1, 3),
+    ("add1", 1, 1),
+    ("sub", 2, 2),
+    ("mul", 1, 3),
+    ("div", 2, 2),
+    ("mod", 2, 2),
+    ("max", 1, 3),
+    ("min", 1, 3),
+    ("hasKey", 2, 2),
+    ("get", 2, 2),
+    ("first", 1, 1),
+    ("last", 1, 1),
+    ("rest", 1, 1),
+    ("initial", 1, 1),
+    ("cat", 0, 3),
+    ("repeat", 2, 2),
+    ("substr", 3, 3),
+    ("has", 2, 2),
+    ("base", 1, 1),
+    ("dir", 1, 1),
+    ("ext", 1, 1),
+    ("clean", 1, 1),
+    ("typeOf", 1, 1),
+    ("kindOf", 1, 1),
+    ("required", 2, 2),
+    ("fail", 1, 1),
+    ("dig", 2, 4),
+    ("uniq", 1, 1),
+    ("compact", 1, 1),
+    ("reverse", 1, 1),
+    ("sortAlpha", 1, 1),
+    ("regexMatch", 2, 2),
+    ("regexReplaceAll", 3, 3),
+    ("plural", 3, 3),
+    ("until", 1, 1),
+    ("concat", 1, 2),
+    ("append", 2, 2),
+    ("prepend", 2, 2),
+    ("without", 2, 3),
+    ("toStrings", 1, 1),
+    ("all", 0, 3),
+    ("any", 0, 3),
+    ("deepEqual", 2, 2),
+    ("nosuchfunc", 0, 1),
+];
+
+/// The `template` subject: strategy-shaped strings, the constructs strategy templates are
+/// written with (string fields and parameters, missing keys, `printf "%s"`, `default`, `index`,
+/// `quote`, `trimSuffix`…, `if`/`with`/`range`/`else`, trimming, unclosed actions). This project
+/// must agree with Go on every one of them. Left out, because the engine still differs there
+/// (docs/go-compatibility.md lists them): `range … else`, `and`/`or` (Go stops at the first
+/// deciding argument, the engine evaluates all), composite values printed or formatted.
+const BASIC_FUNCS: &[(&str, usize, usize)] = &[
+    ("printf", 1, 3),
+    ("index", 2, 2),
+    ("eq", 2, 2),
+    ("ne", 2, 2),
+    ("not", 1, 1),
+    ("default", 2, 2),
+    ("empty", 1, 1),
+    ("quote", 1, 1),
+    ("squote", 1, 1),
+    ("upper", 1, 1),
+    ("lower", 1, 1),
+    ("trimPrefix", 2, 2),
+    ("trimSuffix", 2, 2),
+    ("replace", 3, 3),
+    ("contains", 2, 2),
+    ("hasPrefix", 2, 2),
+    ("hasSuffix", 2, 2),
+    ("b64enc", 1, 1),
+    ("required", 2, 2),
+];
+
+const BASIC_FIELDS: &[&str] = &[
+    ".Application.metadata.name",
+    ".Application.metadata.namespace",
+    ".Application.metadata.labels.app",
+    ".Application.metadata.labels.z",
+    ".Application.metadata.labels.absent",
+    ".Application.spec.size",
+    ".Application.spec.storageClass",
+    ".Application.spec.html",
+    ".Application.spec.path",
+    ".Parameters.bucket",
+    ".Parameters.prefix",
+    ".Parameters.region",
+    ".Parameters.endpoint",
+    ".Parameters.absent",
+    ".Release.Name",
+    ".Release.Namespace",
+    ".Mode",
+];
+
+const BASIC_LITERALS: &[&str] = &[
+    "\"x\"",
+    "\"\"",
+    "\"a-b\"",
+    "\"<&>\"",
+    "\"/\"",
+    "\"-\"",
+    "\"ünï\"",
+    "`raw`",
+];
+
+const FULL_FORMATS: &[&str] = &[
+    "%s", "%d", "%v", "%q", "%05d", "%x", "%.2f", "%t", "%s-%s", "%s/%v", "%%", "%T", "%+v", "%#v",
+    "%8s|", "%-4d|", "%e", "%g",
+];
+
+thread_local! {
+    static FULL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn full() -> bool {
+    FULL.with(std::cell::Cell::get)
+}
+
+/// `n` strategy-shaped template strings, growing in the number of pieces and nesting.
+pub fn generate(rng: &mut Rng, n: usize) -> Vec<Case> {
+    FULL.with(|f| f.set(false));
+    generate_with(rng, n)
+}
+
+/// `n` template strings using any function of slim-sprig's map and Go's builtins, any field of
+/// the context and any literal (the `template-full` subject).
+pub fn generate_full(rng: &mut Rng, n: usize) -> Vec<Case> {
+    FULL.with(|f| f.set(true));
+    generate_with(rng, n)
+}
+
+fn generate_with(rng: &mut Rng, n: usize) -> Vec<Case> {
+    (0..n)
+        .map(|i| {
+            let size = size_of(i, n, 10);
+            let text = template(rng, size, 0, &mut Vec::new());
+            Case {
+                size,
+                input: json!({"text": text, "context": context(rng)}),
+            }
+        })
+        .collect()
+}
+
+fn template(rng: &mut Rng, size: usize, depth: usize, vars: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    let pieces = 1 + rng.below(size.clamp(1, 5));
+    for _ in 0..pieces {
+        match rng.below(12) {
+            0..=2 => out.push_str(rng.pick_str(&[
+                "s3://", "/", "-", " ", "\n", "a", "<&>", "é", "{", "}", "x}y", "", "  ", "{ {",
+            ])),
+            3..=7 => out.push_str(&action(rng, size, vars)),
+            8 if depth < 2 => out.push_str(&control(rng, size, depth, vars)),
+            9 => {
+                let name = format!("$v{}", vars.len());
+                out.push_str(&format!(
+                    "{{{{ {name} := {} }}}}",
+                    pipeline(rng, size, vars)
+                ));
+                vars.push(name);
+            }
+            // A stray `{{ else }}` may land in a range body: full subject only (see above).
+            10 if !full() => out.push_str(rng.pick_str(&[
+                "{{/* comment */}}",
+                "{{- /* trimmed */ -}}",
+                "{{}}",
+                "{{ end }}",
+                "{{ .Mode",
+                "{{",
+                "}}",
+                "{{ .Mode }",
+                "{{ \"unterminated }}",
+                "{{ .Mode | }}",
+                "{{ ( .Mode }}",
+                "{{ $undefined }}",
+                "{{ .Mode.x }}",
+                "{{ index }}",
+            ])),
+            10 => out.push_str(rng.pick_str(&[
+                "{{/* comment */}}",
+                "{{- /* trimmed */ -}}",
+                "{{}}",
+                "{{ end }}",
+                "{{ else }}",
+                "{{ .Mode",
+                "{{",
+                "}}",
+                "{{ .Mode }",
+                "{{ \"unterminated }}",
+                "{{ .Mode | }}",
+                "{{ ( .Mode }}",
+                "{{ $undefined }}",
+                "{{ .Mode.x }}",
+                "{{ 3.x }}",
+                "{{ .Application.spec.replicas.x }}",
+                "{{ index }}",
+            ])),
+            _ => out.push_str(&action(rng, size, vars)),
+        }
+    }
+    out
+}
+
+fn open(rng: &mut Rng) -> &'static str {
+    if rng.chance(15) { "{{- " } else { "{{ " }
+}
+
+fn close(rng: &mut Rng) -> &'static str {
+    if rng.chance(15) { " -}}" } else { " }}" }
+}
+
+fn action(rng: &mut Rng, size: usize, vars: &[String]) -> String {
+    let o = open(rng);
+    let c = close(rng);
+    format!("{o}{}{c}", pipeline(rng, size, vars))
+}
+
+fn control(rng: &mut Rng, size: usize, depth: usize, vars: &mut Vec<String>) -> String {
+    let keyword = *rng.pick(&["if", "with", "range", "range", "if"]);
+    let head = if keyword == "range" && rng.chance(50) {
+        let k = format!("$k{depth}");
+        let v = format!("$e{depth}");
+        let h = format!("{k}, {v} := {}", collection(rng, size, vars));
+        vars.push(k);
+        vars.push(v);
+        h
+    } else if keyword == "range" {
+        collection(rng, size, vars)
+    } else {
+        pipeline(rng, size, vars)
+    };
+    let (o1, c1) = (open(rng), close(rng));
+    let body = template(rng, size.saturating_sub(1).max(1), depth + 1, vars);
+    let mut s = format!("{o1}{keyword} {head}{c1}{body}");
+    // `range … else` is left to the full subject: the engine runs the else branch after a
+    // non-empty range too (an open difference, docs/go-compatibility.md).
+    if rng.chance(40) && (full() || keyword != "range") {
+        let (o, c) = (open(rng), close(rng));
+        let other = template(rng, size.saturating_sub(1).max(1), depth + 1, vars);
+        s.push_str(&format!("{o}else{c}{other}"));
+    }
+    let (o, c) = (open(rng), close(rng));
+    s.push_str(&format!("{o}end{c}"));
+    s
+}
+
+fn collection(rng: &mut Rng, size: usize, vars: &[String]) -> String {
+    if !full() {
+        return rng
+            .pick(&[
+                ".Application.spec.databases",
+                ".Application.spec.empty",
+                ".Application.metadata.labels",
+            ])
+            .to_string();
+    }
+    if rng.chance(80) {
+        rng.pick(&[
+            ".Application.spec.databases",
+            ".Application.metadata.labels",
+            ".Parameters",
+            ".Application.spec.users",
+            ".Application.spec.empty",
+            ".Application.spec.nothing",
+            "(list 1 2 3)",
+            "(splitList \",\" .Application.spec.csv)",
+            ".Application.spec.replicas",
+            ".Application.spec.absent",
+            "(dict \"b\" 2 \"a\" 1)",
+            ".Mode",
+        ])
+        .to_string()
+    } else {
+        pipeline(rng, size, vars)
+    }
+}
+
+fn operand(rng: &mut Rng, size: usize, vars: &[String], depth: usize) -> String {
+    if !full() {
+        return match rng.below(10) {
+            0..=5 => rng.pick(BASIC_FIELDS).to_string(),
+            6..=7 => rng.pick(BASIC_LITERALS).to_string(),
+            8 if depth < 3 => format!("({})", call(rng, size, vars, depth + 1)),
+            _ => rng.pick(BASIC_FIELDS).to_string(),
+        };
+    }
+    match rng.below(10) {
+        0..=4 => rng.pick(&FIELDS).to_string(),
+        5..=6 => rng.pick(&LITERALS).to_string(),
+        7 if !vars.is_empty() => {
+            let v = rng.pick(vars).clone();
+            if rng.chance(30) {
+                format!("{v}.name")
+            } else {
+                v
+            }
+        }
+        8 if depth < 3 => format!("({})", call(rng, size, vars, depth + 1)),
+        _ => rng.pick(&FIELDS).to_string(),
+    }
+}
+
+fn call(rng: &mut Rng, size: usize, vars: &[String], depth: usize) -> String {
+    let (name, min, max) = if full() {
+        *rng.pick(FUNCS)
+    } else {
+        *rng.pick(BASIC_FUNCS)
+    };
+    let mut n = min + rng.below(max - min + 1);
+    if rng.chance(5) {
+        n = rng.below(4);
+    }
+    let mut s = name.to_owned();
+    if name == "printf" && n > 0 {
+        s.push(' ');
+        let formats: &[&str] = if full() {
+            FULL_FORMATS
+        } else {
+            &["%s", "%s-%s", "%s/%s", "s3://%s/%s", "%%", "x"]
+        };
+        s.push_str(&format!("{:?}", rng.pick(formats)));
+        n -= 1;
+    }
+    for _ in 0..n {
+        s.push(' ');
+        s.push_str(&operand(rng, size, vars, depth));
+    }
+    s
+}
+
+fn pipeline(rng: &mut Rng, size: usize, vars: &[String]) -> String {
+    let mut s = if rng.chance(45) {
+        operand(rng, size, vars, 0)
+    } else {
+        call(rng, size, vars, 0)
+    };
+    let stages = rng.below(size.min(3) + 1);
+    for _ in 0..stages {
+        if rng.chance(50) {
+            break;
+        }
+        s.push_str(" | ");
+        s.push_str(&call(rng, size, vars, 1));
+    }
+    s
+}
+
+/// Compares one case.
+pub fn check(case: &Json, go: &Json) -> Verdict {
+    let text = case["text"].as_str().unwrap_or_default();
+    let ours = drivers::template::render_string(text, &case["context"]);
+    let (theirs, how) = match go_error(go) {
+        Some((class, msg)) => (
+            text.to_owned(),
+            format!("{class} error, used as written: {msg}"),
+        ),
+        None => (
+            go["out"].as_str().unwrap_or_default().to_owned(),
+            String::new(),
+        ),
+    };
+    if ours == theirs {
+        Verdict::Same
+    } else {
+        Verdict::Differ {
+            go: format!("{theirs:?} {how}"),
+            rust: format!("{ours:?}"),
+        }
+    }
+}
