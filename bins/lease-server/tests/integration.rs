@@ -4,4 +4,5 @@
 
 mod authentication;
 mod leadership;
+mod real_api;
 mod tls;
