@@ -12,7 +12,8 @@
 //!   `trimSuffix`, `trimAll`, `replace`, `contains`, `hasPrefix`, `hasSuffix`, `toString`, `toJson`,
 //!   `join`, `list`, `dict`, `b64enc`, `b64dec`, `trunc`, `indent`, `nindent`, `splitList`. A template
 //!   using another Sprig function does not parse and is therefore left as written (upstream would
-//!   render it): see `docs/backup-runner.md`.
+//!   render it): see `docs/go-compatibility.md`, which also lists what the differential run
+//!   against Go found.
 //!
 //! The engine is the `gtmpl` crate, a Rust implementation of Go's `text/template`.
 
