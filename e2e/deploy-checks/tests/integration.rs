@@ -3,4 +3,5 @@
 //! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
 
 mod emulator;
+mod real_api;
 mod render;

@@ -447,7 +447,9 @@ fn schema_at<'a>(s: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-/// Evaluates the CEL `x-kubernetes-validations` rules.
+/// Evaluates the CEL `x-kubernetes-validations` rules. As kube-apiserver (1.37), a failed rule on a
+/// scalar shows the value (`Invalid value: "weekly": …`), on an object or a list no value at all
+/// (`Invalid value: <message>`).
 pub(crate) fn validate_cel(s: &Value, v: &Value, old: Option<&Value>) -> Vec<FieldError> {
     if !has_cel(s) {
         return Vec::new();
@@ -463,6 +465,12 @@ pub(crate) fn validate_cel(s: &Value, v: &Value, old: Option<&Value>) -> Vec<Fie
                 .and_then(|n| n["type"].as_str())
                 .unwrap_or("object")
                 .to_string();
+            let shown = match value_at(v, &e.field_path) {
+                Some(x @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => {
+                    format!("{}: ", show(x))
+                }
+                _ => String::new(),
+            };
             let (reason, body) = match e.reason.as_deref() {
                 Some("FieldValueForbidden") => {
                     ("FieldValueForbidden", format!("Forbidden: {}", e.message))
@@ -477,7 +485,7 @@ pub(crate) fn validate_cel(s: &Value, v: &Value, old: Option<&Value>) -> Vec<Fie
                 ),
                 _ => (
                     "FieldValueInvalid",
-                    format!("Invalid value: \"{ty}\": {}", e.message),
+                    format!("Invalid value: {shown}{}", e.message),
                 ),
             };
             FieldError {
@@ -691,7 +699,7 @@ mod tests {
             vec![FieldError {
                 field: "spec".into(),
                 reason: "FieldValueInvalid",
-                body: "Invalid value: \"object\": exactly one of a or b".into()
+                body: "Invalid value: exactly one of a or b".into()
             }]
         );
         let changed = json!({"spec": {"a": "x", "c": "2"}});
@@ -700,7 +708,7 @@ mod tests {
             vec![FieldError {
                 field: "spec.c".into(),
                 reason: "FieldValueInvalid",
-                body: "Invalid value: \"string\": c is immutable".into()
+                body: "Invalid value: \"2\": c is immutable".into()
             }]
         );
         assert_eq!(validate_cel(&s, &ok, Some(&ok)), vec![]);

@@ -63,12 +63,12 @@ async fn backup_job_validation_and_immutability() {
     assert_eq!(
         body,
         invalid_status(
-            "BackupJob.backups.cozystack.io \"x\" is invalid: spec.backupClassName: Invalid value: \"string\": backupClassName is immutable",
+            "BackupJob.backups.cozystack.io \"x\" is invalid: spec.backupClassName: Invalid value: \"weekly\": backupClassName is immutable",
             "x",
             "backups.cozystack.io",
             "BackupJob",
             json!([{"reason": "FieldValueInvalid", "field": "spec.backupClassName",
-                "message": "Invalid value: \"string\": backupClassName is immutable"}])
+                "message": "Invalid value: \"weekly\": backupClassName is immutable"}])
         )
     );
     // The same value again is fine (and a no-op).
@@ -161,12 +161,12 @@ async fn mariadb_strategy_cel_rule() {
     assert_eq!(
         body,
         invalid_status(
-            "MariaDB.strategy.backups.cozystack.io \"m\" is invalid: spec.template.storage: Invalid value: \"object\": exactly one of s3, persistentVolumeClaim or volume must be set",
+            "MariaDB.strategy.backups.cozystack.io \"m\" is invalid: spec.template.storage: Invalid value: exactly one of s3, persistentVolumeClaim or volume must be set",
             "m",
             "strategy.backups.cozystack.io",
             "MariaDB",
             json!([{"reason": "FieldValueInvalid", "field": "spec.template.storage",
-                "message": "Invalid value: \"object\": exactly one of s3, persistentVolumeClaim or volume must be set"}])
+                "message": "Invalid value: exactly one of s3, persistentVolumeClaim or volume must be set"}])
         )
     );
     let (code, _, body) = raw(
