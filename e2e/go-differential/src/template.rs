@@ -251,6 +251,9 @@ const BASIC_FUNCS: &[(&str, usize, usize)] = &[
     ("hasSuffix", 2, 2),
     ("b64enc", 1, 1),
     ("required", 2, 2),
+    ("title", 1, 1),
+    ("trim", 1, 1),
+    ("trimAll", 2, 2),
 ];
 
 const BASIC_FIELDS: &[&str] = &[

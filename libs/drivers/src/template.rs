@@ -673,14 +673,23 @@ fn lower(args: &[Value]) -> Result<Value, FuncError> {
 fn title(args: &[Value]) -> Result<Value, FuncError> {
     let s = str_arg(args, 0, "title", 1)?;
     let mut out = String::with_capacity(s.len());
+    // Go's `strings.Title`: a letter starts a word when it follows a separator, and a separator
+    // is any ASCII character but a letter, a digit or `_`, or a non-ASCII white space.
+    let separator = |c: char| {
+        if c.is_ascii() {
+            !(c.is_ascii_alphanumeric() || c == '_')
+        } else {
+            !c.is_alphanumeric() && c.is_whitespace()
+        }
+    };
     let mut start = true;
     for c in s.chars() {
-        if start && c.is_alphabetic() {
+        if start {
             out.extend(c.to_uppercase());
         } else {
             out.push(c);
         }
-        start = c.is_whitespace();
+        start = separator(c);
     }
     Ok(Value::String(out))
 }
@@ -1031,6 +1040,11 @@ mod go_differences {
         assert_eq!(r("{{ printf \"%s\" true }}"), "%!s(bool=true)");
         assert_eq!(r("{{ printf \"%q\" \"a\\tb\" }}"), "\"a\\tb\"");
         assert_eq!(r("{{ printf \"%d-%v-%v\" 3 -4 1.5 }}"), "3--4-1.5");
+    }
+
+    #[test]
+    fn title_starts_a_word_after_any_ascii_separator() {
+        assert_eq!(r("{{ title \"a,b-c_d e%d 1x\" }}"), "A,B-C_d E%D 1x");
     }
 
     #[test]
