@@ -264,6 +264,7 @@ const BASIC_FIELDS: &[&str] = &[
     ".Application.metadata.labels.absent",
     ".Application.spec.size",
     ".Application.spec.storageClass",
+    ".Application.spec.nothing",
     ".Application.spec.html",
     ".Application.spec.path",
     ".Parameters.bucket",

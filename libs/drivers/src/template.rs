@@ -257,7 +257,9 @@ fn walk_strings(v: &Json, path: String, f: &mut dyn FnMut(&str, &str)) {
 /// missing fields are an error, like Go struct fields.
 fn to_value(v: &Json) -> Value {
     match v {
-        Json::Null => Value::Nil,
+        // Go prints a nil interface (a JSON null in the application) as `<no value>`, as it prints
+        // a missing key; the engine prints its `Nil` as `nil`.
+        Json::Null => Value::NoValue,
         Json::Bool(b) => Value::Bool(*b),
         Json::Number(n) => {
             if let Some(u) = n.as_u64() {
@@ -630,7 +632,7 @@ fn coalesce(args: &[Value]) -> Result<Value, FuncError> {
         .iter()
         .find(|v| !is_empty(v))
         .cloned()
-        .unwrap_or(Value::Nil))
+        .unwrap_or(Value::NoValue))
 }
 
 fn ternary(args: &[Value]) -> Result<Value, FuncError> {
@@ -1040,6 +1042,18 @@ mod go_differences {
         assert_eq!(r("{{ printf \"%s\" true }}"), "%!s(bool=true)");
         assert_eq!(r("{{ printf \"%q\" \"a\\tb\" }}"), "\"a\\tb\"");
         assert_eq!(r("{{ printf \"%d-%v-%v\" 3 -4 1.5 }}"), "3--4-1.5");
+    }
+
+    #[test]
+    fn a_null_in_the_application_prints_as_no_value() {
+        let ctx = json!({"Application": {"spec": {"schedule": null}}});
+        assert_eq!(
+            render_string(
+                "{{ .Application.spec.schedule }}|{{ coalesce \"\" .Application.spec.schedule }}|{{ default \"d\" .Application.spec.schedule }}|{{ if .Application.spec.schedule }}y{{ else }}n{{ end }}",
+                &ctx
+            ),
+            "<no value>|<no value>|d|n"
+        );
     }
 
     #[test]
