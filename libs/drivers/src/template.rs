@@ -50,7 +50,7 @@ fn render_str(text: &str, ctx: &Value) -> String {
     if unclosed_action(text) {
         return text.to_owned();
     }
-    let trimmed = apply_trim_markers(text);
+    let trimmed = range_else_as_if(&apply_trim_markers(text));
     let mut tmpl = Template::default();
     tmpl.add_funcs(SPRIG);
     if tmpl.parse(&trimmed).is_err() {
@@ -115,6 +115,78 @@ fn apply_trim_markers(text: &str) -> String {
         rest = rest.trim_start_matches(is_space);
     }
     out.push_str(rest);
+    out
+}
+
+/// Rewrites `{{range P}}A{{else}}B{{end}}` as `{{if X}}{{range P}}A{{end}}{{else}}B{{end}}`
+/// (`X` is `P` without its variable declaration). In Go the else branch runs only when the range
+/// has nothing to iterate; the engine runs it after every range, so it is given an `if` that
+/// decides the same way (an empty list or map, nil and a missing value are false for both).
+/// Text without trim markers is expected (see [`apply_trim_markers`]); text whose actions do not
+/// nest is returned unchanged (it does not parse either way).
+fn range_else_as_if(text: &str) -> String {
+    if !text.contains("range") || !text.contains("else") {
+        return text.to_owned();
+    }
+    // Split into text and actions (the inside of each `{{ }}`).
+    let mut pieces: Vec<(bool, String)> = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        pieces.push((false, rest[..open].to_owned()));
+        let body = &rest[open + 2..];
+        let Some(end) = action_end(body) else {
+            return text.to_owned();
+        };
+        pieces.push((true, body[..end].to_owned()));
+        rest = &body[end + 2..];
+    }
+    pieces.push((false, rest.to_owned()));
+    // Blocks: (the opening keyword, the index of its action, the index of an else at its level).
+    let mut open: Vec<(String, usize, Option<usize>)> = Vec::new();
+    let mut rewrites: Vec<(usize, usize)> = Vec::new(); // (range action, its else)
+    for (i, (is_action, inner)) in pieces.iter().enumerate() {
+        if !is_action {
+            continue;
+        }
+        let keyword = inner.split_whitespace().next().unwrap_or_default();
+        match keyword {
+            "if" | "with" | "range" | "define" | "block" => {
+                open.push((keyword.to_owned(), i, None));
+            }
+            "else" => match open.last_mut() {
+                Some((_, _, first_else)) if first_else.is_none() => *first_else = Some(i),
+                Some(_) => {}
+                None => return text.to_owned(),
+            },
+            "end" => match open.pop() {
+                Some((kind, at, Some(first_else))) if kind == "range" => {
+                    rewrites.push((at, first_else));
+                }
+                Some(_) => {}
+                None => return text.to_owned(),
+            },
+            _ => {}
+        }
+    }
+    if rewrites.is_empty() {
+        return text.to_owned();
+    }
+    for (at, first_else) in rewrites {
+        let head = pieces[at].1.trim_start()["range".len()..].to_owned();
+        let collection = head.split_once(":=").map_or(head.as_str(), |(_, c)| c);
+        pieces[at].1 = format!("if {collection}}}}}{{{{range{head}");
+        pieces[first_else].1 = format!("end}}}}{{{{{}", pieces[first_else].1);
+    }
+    let mut out = String::with_capacity(text.len() + 32);
+    for (is_action, piece) in pieces {
+        if is_action {
+            out.push_str("{{");
+            out.push_str(&piece);
+            out.push_str("}}");
+        } else {
+            out.push_str(&piece);
+        }
+    }
     out
 }
 
@@ -1053,6 +1125,32 @@ mod go_differences {
                 &ctx
             ),
             "<no value>|<no value>|d|n"
+        );
+    }
+
+    #[test]
+    fn range_else_runs_only_when_there_is_nothing_to_range_over() {
+        let ctx = json!({"Application": {"spec": {"dbs": ["a", "b"], "none": [], "nil": null}}});
+        let r = |t: &str| render_string(t, &ctx);
+        assert_eq!(
+            r("{{ range .Application.spec.dbs }}{{ . }}{{ else }}none{{ end }}"),
+            "ab"
+        );
+        assert_eq!(
+            r("{{ range $i, $d := .Application.spec.none }}{{ $d }}{{ else }}none{{ end }}"),
+            "none"
+        );
+        // The else branch is not evaluated after a non-empty range (Go does not evaluate it).
+        assert_eq!(
+            r("{{ range .Application.spec.dbs }}x{{ else }}{{ lower true }}{{ end }}"),
+            "xx"
+        );
+        // An else of an if inside the range body belongs to the if.
+        assert_eq!(
+            r(
+                "{{ range .Application.spec.dbs }}{{ if eq . \"a\" }}A{{ else }}-{{ end }}{{ else }}none{{ end }}"
+            ),
+            "A-"
         );
     }
 
