@@ -257,7 +257,7 @@ pub fn problems(template: &Json, parameters: &BTreeMap<String, String>) -> Vec<(
         }
         let mut tmpl = Template::default();
         tmpl.add_funcs(SPRIG);
-        if let Err(e) = tmpl.parse(&range_else_as_if(&apply_trim_markers(text))) {
+        if let Err(e) = tmpl.parse(range_else_as_if(&apply_trim_markers(text))) {
             out.push((
                 path.to_owned(),
                 format!("does not parse as a Go template ({e}); it is used as written"),
