@@ -355,18 +355,26 @@ impl Shared {
         args: &[String],
     ) -> Result<BarmanTarget, String> {
         let mut env = resolved.env.clone();
-        let ca = match &resolved.ca_pem {
-            Some(pem) => Some(
-                dir.write_private(
-                    &self.options.toolchain,
-                    &format!("{store_name}-ca.crt"),
-                    pem,
-                )
-                .map_err(|e| e.to_string())?,
+        // The CA is always copied into the instance directory, owned by the user barman runs as:
+        // the S3 server's own directory may be one that user cannot enter (a private
+        // --data-dir, e.g. made by `mktemp -d`), and barman would then fail every TLS handshake
+        // with "[Errno 13] Permission denied".
+        let pem = match (&resolved.ca_pem, &self.options.default_ca) {
+            (Some(pem), _) => Some(pem.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("reading the S3 server's CA {}: {e}", path.display()))?,
             ),
-            None => self.options.default_ca.clone(),
+            (None, None) => None,
         };
-        if let Some(ca) = ca {
+        if let Some(pem) = pem {
+            let name = format!("{store_name}-ca.crt");
+            let ca = dir.root.join(&name);
+            // Called at every change of a watched object: rewrite only what changed.
+            if std::fs::read_to_string(&ca).ok().as_deref() != Some(pem.as_str()) {
+                dir.write_private(&self.options.toolchain, &name, &pem)
+                    .map_err(|e| e.to_string())?;
+            }
             env.insert("AWS_CA_BUNDLE".to_owned(), ca.display().to_string());
         }
         Ok(BarmanTarget {
@@ -933,9 +941,14 @@ impl Instance {
             "postgres".into(),
         );
         // Wait for "ready to accept connections", forwarding the log.
+        let mut last = std::collections::VecDeque::new();
         let ready = Self::wait_or_stop(stop, async {
             while let Some(line) = lines.recv().await {
                 let ready = line.contains("database system is ready to accept connections");
+                if last.len() == 3 {
+                    last.pop_front();
+                }
+                last.push_back(line.clone());
                 let _ = log.send(line);
                 if ready {
                     return true;
@@ -949,7 +962,14 @@ impl Instance {
                 server.stop(self.tc()).await;
                 return Ok(None);
             }
-            Ok(false) => return Err("PostgreSQL exited during start-up".into()),
+            Ok(false) => {
+                // What the server said last says why (its whole log is the pod's).
+                let said: Vec<String> = last.into_iter().collect();
+                return Err(format!(
+                    "PostgreSQL exited during start-up: {}",
+                    said.join("; ")
+                ));
+            }
             Ok(true) => {}
         }
         // From now on the log lines also drive the ContinuousArchiving condition.

@@ -267,6 +267,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let cnpg_registry = cnpg::Registry::default();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut pg_root: Option<std::path::PathBuf> = None;
     for sim in &args.sims {
         match sim {
             Sim::Cosi => {
@@ -290,6 +291,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
                 let run_as = pg::resolve_run_as(&args.pg_user);
                 let root = cnpg::usable_root(&data_dir.path().join("pg"), run_as);
+                pg_root = Some(root.clone());
                 tasks.spawn(cnpg::run(
                     client.clone(),
                     cnpg::Options {
@@ -341,6 +343,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })
         .await;
     let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
+    // The temporary directory the instances used instead, when the data directory was private.
+    if let Some(root) = pg_root {
+        let _ = std::fs::remove_dir_all(root);
+    }
     drop(data_dir);
     result
 }

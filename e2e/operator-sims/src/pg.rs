@@ -4,7 +4,6 @@
 //!  <data-dir>/pg/<namespace>/<cluster>/      owned by the unprivileged user, 0700
 //!     data/            PGDATA (initdb, or barman-cloud-restore)
 //!     run/             unix socket directory
-//!     bin/supervise    runs postgres in the foreground; kills it if the simulator goes away
 //!     bin/archive-wal  archive_command: barman-cloud-wal-archive with archive.env
 //!     bin/restore-wal  restore_command: barman-cloud-wal-restore with restore.env
 //!     archive.env, restore.env   credentials and barman arguments (0600), rewritten on change
@@ -13,10 +12,19 @@
 //! Invariants: PostgreSQL never runs as root (as root the simulator switches to the `postgres`
 //! user, else `nobody`); every server listens on 127.0.0.1 on a free port and on a socket in its
 //! own directory; instance-specific settings are passed as `-c` flags at each start, so a data
-//! directory restored from another instance's backup carries none of that instance's paths; a
-//! server's standard input is a pipe from this process, and `bin/supervise` stops the server
-//! immediately when that pipe closes, so no PostgreSQL outlives the simulator, even a SIGKILLed
-//! one. Credentials only ever go to 0600 files and child environments, never to logs or argv.
+//! directory restored from another instance's backup carries none of that instance's paths. No
+//! process started here outlives the simulator, however it ends ([`dying_with_parent`]):
+//! - `postgres` runs in the foreground as a direct child, in a process group of its own (a signal
+//!   to the simulator's group, e.g. Ctrl-C or `kill -TERM -<pgid>`, reaches the simulator, which
+//!   stops the servers in order, not the servers themselves) and gets SIGQUIT the moment the
+//!   simulator is gone, even SIGKILLed: PostgreSQL's immediate shutdown, in which the postmaster
+//!   signals each child's process group, so its archiver and the barman command under it end too;
+//! - every other command (initdb, psql, barman-cloud-*) runs in a process group of its own under
+//!   a one-line shell ([`SUPERVISE`]) that kills the whole group when the simulator is gone, and
+//!   [`Toolchain::run`] kills that group when the command is abandoned: barman-cloud-backup's
+//!   upload workers (its own children) go with it, where they would otherwise wait forever.
+//!
+//! Credentials only ever go to 0600 files and child environments, never to logs or argv.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +32,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 /// Errors of the PostgreSQL and barman-cloud layer.
@@ -111,9 +119,45 @@ pub struct Toolchain {
     pub run_as: Option<RunAs>,
 }
 
+/// The program every child is started through: util-linux's `setpriv --pdeathsig <signal> --`
+/// makes the child receive `signal` when this process ends, however it ends (`PR_SET_PDEATHSIG`,
+/// kept across the exec of the real program; the workspace forbids the `unsafe` a `pre_exec`
+/// would need). It runs after the user switch, which would clear the setting.
+///
+/// The kernel sends the signal when the *thread* that forked the child exits, not the process:
+/// children are spawned only from threads that live as long as the process (a tokio runtime's
+/// worker threads end only with the runtime; never spawn from a `spawn_blocking` thread, which
+/// ends after idling).
+pub const SETPRIV: &str = "setpriv";
+
+/// A command that runs `program` and gets `signal` (`KILL`, `QUIT`, `TERM`, …) when this process
+/// ends.
+pub fn dying_with_parent(program: impl AsRef<std::ffi::OsStr>, signal: &str) -> Command {
+    let mut cmd = Command::new(SETPRIV);
+    cmd.args(["--pdeathsig", signal, "--"]).arg(program);
+    cmd
+}
+
+/// The shell every command but `postgres` runs under (`sh -c SUPERVISE sh <program> <args…>`, in
+/// a process group of its own, sent SIGTERM when the simulator ends): it runs the program and, on
+/// SIGTERM, kills its whole process group, the program and everything the program started.
+/// Without it a SIGKILL would end only the program: barman-cloud-backup's upload workers
+/// (`multiprocessing` children blocked on a queue) would live on, orphaned.
+pub const SUPERVISE: &str = r#"trap 'kill -KILL 0' TERM; "$@" & wait $!"#;
+
 impl Toolchain {
+    /// `program` under [`SUPERVISE`] in a process group of its own, as the unprivileged user;
+    /// arguments added to the command go to `program`.
     fn command(&self, program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
-        let mut cmd = Command::new(program);
+        let mut cmd = self.with_environment(dying_with_parent("/bin/sh", "TERM"), home);
+        cmd.args(["-c", SUPERVISE, "sh"])
+            .arg(program)
+            .process_group(0);
+        cmd
+    }
+
+    /// `command` with the instance's environment, as the unprivileged user, killed when dropped.
+    fn with_environment(&self, mut cmd: Command, home: &Path) -> Command {
         cmd.env("HOME", home)
             .env("TZ", "UTC")
             .env("LC_ALL", "C.UTF-8")
@@ -130,14 +174,26 @@ impl Toolchain {
         self.bin_dir.join(name)
     }
 
-    /// Runs a command to completion; a failure carries the tail of its stderr.
+    /// Runs a command of [`Self::command`] to completion; a failure carries the tail of its
+    /// stderr. When this future is dropped before the command ends (its instance stopped, the
+    /// simulator shutting down), the command's whole process group is killed.
     async fn run(&self, mut cmd: Command, name: &str) -> Result<String, Error> {
-        let out = cmd
+        let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .output()
+            .spawn()
+            .map_err(io(format!("running {name}")))?;
+        let mut group = GroupKiller(
+            child
+                .id()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32)),
+        );
+        let out = child
+            .wait_with_output()
             .await
             .map_err(io(format!("running {name}")))?;
+        // Ended by itself: its process group id may be reused from now on.
+        group.0 = None;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -145,6 +201,17 @@ impl Toolchain {
                 command: name.to_owned(),
                 output: tail(&String::from_utf8_lossy(&out.stderr), 3),
             })
+        }
+    }
+}
+
+/// Kills the process group it names when dropped (unless cleared).
+struct GroupKiller(Option<rustix::process::Pid>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -238,20 +305,6 @@ impl BarmanTarget {
     }
 }
 
-const SUPERVISE: &str = r#"#!/bin/sh
-# Runs PostgreSQL in the foreground with stdin from /dev/null; our own stdin is a pipe from the
-# simulator: when it closes (the simulator exited or was killed), stop PostgreSQL at once.
-exec 3<&0
-"$@" </dev/null &
-pid=$!
-{ read -r _ <&3; kill -QUIT "$pid" 2>/dev/null; } &
-watcher=$!
-wait "$pid"
-rc=$?
-kill "$watcher" 2>/dev/null
-exit $rc
-"#;
-
 const ARCHIVE_WAL: &str = r#"#!/bin/sh
 # archive_command of this instance (written by operator-sims). Without a WAL archiver (no
 # barman-cloud plugin entry) the segment is not kept, as CloudNativePG does.
@@ -306,11 +359,7 @@ impl InstanceDir {
         for d in [self.root.clone(), self.run(), self.root.join("bin")] {
             std::fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
         }
-        for (name, text) in [
-            ("supervise", SUPERVISE),
-            ("archive-wal", ARCHIVE_WAL),
-            ("restore-wal", RESTORE_WAL),
-        ] {
+        for (name, text) in [("archive-wal", ARCHIVE_WAL), ("restore-wal", RESTORE_WAL)] {
             let p = self.bin(name);
             std::fs::write(&p, text).map_err(io(format!("writing {}", p.display())))?;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
@@ -429,7 +478,6 @@ pub struct Server {
     /// TCP port on 127.0.0.1.
     pub port: u16,
     child: Child,
-    stdin: Option<ChildStdin>,
 }
 
 /// How to start a server.
@@ -440,7 +488,8 @@ pub struct StartOptions {
 }
 
 impl Server {
-    /// Starts `postgres` under `bin/supervise` and returns the server and its log lines (the
+    /// Starts `postgres` in the foreground, in a process group of its own, stopped with SIGQUIT
+    /// when this process ends ([`dying_with_parent`]); returns the server and its log lines (the
     /// channel ends when the server exits).
     pub fn start(
         tc: &Toolchain,
@@ -448,11 +497,11 @@ impl Server {
         port: u16,
         options: &StartOptions,
     ) -> Result<(Self, mpsc::UnboundedReceiver<LogLine>), Error> {
-        let mut cmd = tc.command("/bin/sh", &dir.root);
-        cmd.arg(dir.bin("supervise"))
-            .arg(tc.pg("postgres"))
-            .arg("-D")
-            .arg(dir.data());
+        // SIGQUIT when the simulator is gone: PostgreSQL's immediate shutdown, in which the
+        // postmaster ends its children (and their process groups: the archiver's barman command)
+        // and exits.
+        let mut cmd = tc.with_environment(dying_with_parent(tc.pg("postgres"), "QUIT"), &dir.root);
+        cmd.arg("-D").arg(dir.data()).process_group(0);
         let mut settings = vec![
             ("port".to_owned(), port.to_string()),
             ("listen_addresses".to_owned(), "127.0.0.1".to_owned()),
@@ -474,9 +523,7 @@ impl Server {
         for (k, v) in settings {
             cmd.arg("-c").arg(format!("{k}={v}"));
         }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(io("starting postgres"))?;
         let (tx, rx) = mpsc::unbounded_channel();
         for stream in [
@@ -502,13 +549,11 @@ impl Server {
                 }
             });
         }
-        let stdin = child.stdin.take();
         Ok((
             Server {
                 dir: dir.clone(),
                 port,
                 child,
-                stdin,
             },
             rx,
         ))
@@ -532,24 +577,36 @@ impl Server {
             .unwrap_or(-1)
     }
 
-    /// Fast shutdown (`pg_ctl stop -m fast`), falling back to an immediate stop.
-    pub async fn stop(mut self, tc: &Toolchain) {
-        if self.exit_code().is_none() {
-            let mut cmd = tc.command(tc.pg("pg_ctl"), &self.dir.root);
-            cmd.args(["stop", "-m", "fast", "-w", "-t", "20", "-D"])
-                .arg(self.dir.data());
-            if let Err(e) = tc.run(cmd, "pg_ctl stop").await {
-                tracing::debug!(error = %e, "pg_ctl stop failed; stopping immediately");
+    /// Fast shutdown (SIGINT to the postmaster), then an immediate one (SIGQUIT) after 20 s, then
+    /// SIGKILL after 10 s more. Signalled directly, without `pg_ctl`: no helper process that a
+    /// signal to the simulator's process group could end half-way. (`_tc` is kept for callers
+    /// that pass it.)
+    pub async fn stop(mut self, _tc: &Toolchain) {
+        use rustix::process::Signal;
+        for (signal, patience) in [
+            (Signal::INT, Duration::from_secs(20)),
+            (Signal::QUIT, Duration::from_secs(10)),
+        ] {
+            if self.exit_code().is_some() {
+                return;
             }
+            if let Some(pid) = self
+                .child
+                .id()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+            if tokio::time::timeout(patience, self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tracing::debug!(?signal, "PostgreSQL did not stop in time; escalating");
         }
-        self.stdin.take();
-        if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.start_kill();
-            let _ = self.child.wait().await;
-        }
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
     }
 
     /// Runs SQL as the superuser over the unix socket; returns unaligned, tuples-only output.
@@ -823,5 +880,82 @@ mod tests {
         assert!(text.contains("BARMAN_ARGS='--endpoint-url https://127.0.0.1:9 --gzip'\n"));
         assert!(text.contains("ARCHIVE_DELAY_SECONDS=1.5\n"));
         assert!(!format!("{t:?}").contains("it's"));
+    }
+
+    /// Processes whose environment carries `marker` (a command's children inherit it).
+    fn carrying(marker: &str) -> Vec<String> {
+        let needle = format!("SUPERVISE_TEST={marker}");
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Polls until `carrying(marker)` has `want(n)` processes, for up to 20 s.
+    async fn until_carrying(marker: &str, want: impl Fn(usize) -> bool) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = carrying(marker);
+            if want(now.len()) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("processes carrying {marker}: {now:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A command abandoned half-way (its instance stopped) is killed with everything it started,
+    /// not only itself: here a shell and its two `sleep`s, as barman-cloud-backup and its upload
+    /// workers.
+    #[tokio::test]
+    async fn an_abandoned_command_takes_its_children_along() {
+        let marker = format!("abandoned-{}", std::process::id());
+        let home = std::env::temp_dir();
+        let tc = Toolchain {
+            bin_dir: PathBuf::from("/nonexistent"),
+            run_as: None,
+        };
+        let mut cmd = tc.command("/bin/sh", &home);
+        cmd.args(["-c", "sleep 300 & sleep 300"])
+            .env("SUPERVISE_TEST", &marker);
+        let running = tokio::spawn(async move { tc.run(cmd, "sh").await });
+        // The supervising shell and the two sleeps (the command's shell may become the last).
+        until_carrying(&marker, |n| n >= 3).await.unwrap();
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        until_carrying(&marker, |n| n == 0).await.unwrap();
+    }
+
+    /// When the process that started a command dies, even SIGKILLed, the command and everything it
+    /// started die too. The dying parent here is a shell standing in for the simulator.
+    #[tokio::test]
+    async fn a_command_dies_with_its_parent() {
+        let marker = format!("orphaned-{}", std::process::id());
+        let mut parent = tokio::process::Command::new("/bin/sh");
+        parent
+            .args([
+                "-c",
+                r#"setpriv --pdeathsig TERM -- /bin/sh -c "$0" sh /bin/sh -c 'sleep 300 & sleep 300' & wait"#,
+                SUPERVISE,
+            ])
+            .env("SUPERVISE_TEST", &marker)
+            // A group of its own: what `Toolchain::command` gives every command, and what
+            // `kill -KILL 0` in SUPERVISE ends.
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut parent = parent.spawn().unwrap();
+        // The parent, the supervising shell and the two sleeps.
+        until_carrying(&marker, |n| n >= 4).await.unwrap();
+        parent.start_kill().unwrap();
+        parent.wait().await.unwrap();
+        until_carrying(&marker, |n| n == 0).await.unwrap();
     }
 }
