@@ -188,15 +188,22 @@ pub async fn project(
 }
 
 /// Every projected copy in the cluster: Secrets named like the target carrying the ownership label.
-/// The list uses a label selector (RBAC cannot restrict a list by label, so the grant is on all
-/// Secrets; the selector keeps the response to our copies).
+/// The list carries a `metadata.name` field selector, which kube-apiserver authorizes as a request
+/// for that name: the projector's RBAC grants list only on Secrets of the target's name
+/// (`resourceNames`), never on every Secret. The label selector keeps the answer to our copies.
 pub async fn list_copies(
     client: &kube::Client,
     config: &ProjectionConfig,
 ) -> Result<Vec<Secret>, kube::Error> {
     let api: Api<Secret> = Api::all(client.clone());
     let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let list = api
+        .list(
+            &ListParams::default()
+                .labels(&selector)
+                .fields(&format!("metadata.name={}", config.target_name)),
+        )
+        .await?;
     Ok(list
         .items
         .into_iter()

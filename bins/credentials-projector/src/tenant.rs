@@ -366,7 +366,8 @@ fn unfinished_jobs_on<J: TenantJob>(
     })
 }
 
-/// A deleted copy (metadata-only watch of the labelled Secrets, so no credential is cached)
+/// A deleted copy (metadata-only watch of the labelled Secrets of the target's name, so no
+/// credential is cached)
 /// re-evaluates every job in its namespace, and marks the namespace so that jobs already `True`
 /// project again.
 fn watch_deleted_copies<J: TenantJob>(
@@ -376,8 +377,10 @@ fn watch_deleted_copies<J: TenantJob>(
 ) -> Controller<J> {
     let store = controller.store();
     let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    // The name selector is what RBAC authorizes (a watch of one name, `resourceNames`).
     let deleted = Watch::<PartialObjectMeta<Secret>>::new(ctx.client.clone())
         .labels(&selector)
+        .named(&ctx.config.target_name)
         .describe(&format!(
             "projected copies of {} ({})",
             J::KIND,

@@ -9,5 +9,6 @@ mod deploy;
 mod failover;
 mod faults;
 mod gates;
+mod least_privilege;
 mod projection;
 mod rotation;
