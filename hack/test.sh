@@ -8,6 +8,10 @@
 #      skipped without root or buildah unless IMAGES_REQUIRED=1)
 #   5. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
 #      ending with nextest's summary line.
+#   5b. the real-API suites (hack/test-real-api.sh, docs/real-api.md): named end-to-end tests of
+#      every daemon on kube-apiserver + etcd; the control plane is built (hack/install-kube.sh) in
+#      the background from the start of the run, only when its cache lacks it (skip with
+#      SKIP_REAL_API=1)
 #   6. the unused-rule report: every RBAC grant in deploy/*/rbac.yaml was needed by a request its
 #      daemon made in the end-to-end tests, or says why it stays (docs/security.md);
 #      then nextest's summary line again, so that it is the last line.
@@ -19,6 +23,16 @@ step() { printf '\n==> %s\n' "$*"; }
 step "tools: PostgreSQL 15, barman-cloud, buildah (installed when missing)"
 hack/install-dataplane.sh
 hack/install-tools.sh
+
+# The real control plane takes minutes to build the first time on a machine (a no-op once
+# cached in ~/.cache/cozy-backups/kube): start it now, at low priority, and wait for it before the
+# real-API suites.
+kube_build_log="$(mktemp)"
+if [[ "${SKIP_REAL_API:-0}" != "1" ]]; then
+  step "real control plane: building in the background when missing (log: $kube_build_log)"
+  nice -n 10 hack/install-kube.sh >"$kube_build_log" 2>&1 &
+  kube_build_pid=$!
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -58,12 +72,30 @@ rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
 # Library, binary and test targets; the benchmark examples are compiled by clippy above, not
 # linked again here. The output is kept so that nextest's summary line can end the run.
 nextest_out="$(mktemp)"
-trap 'rm -f "$nextest_out"' EXIT
+trap 'rm -f "$nextest_out" "$kube_build_log"' EXIT
 set +e
 cargo nextest run --workspace --lib --bins --tests --locked --profile "${NEXTEST_PROFILE:-default}" \
   2>&1 | tee "$nextest_out"
 nextest_rc=${PIPESTATUS[0]}
 set -e
+
+real_rc=0
+if [[ "${SKIP_REAL_API:-0}" == "1" ]]; then
+  step "real-API suites: skipped (SKIP_REAL_API=1)"
+elif [[ $nextest_rc == 0 ]]; then
+  step "real control plane: waiting for hack/install-kube.sh"
+  if wait "$kube_build_pid"; then
+    cat "$kube_build_log"
+    step "real-API suites on kube-apiserver (hack/test-real-api.sh)"
+    hack/test-real-api.sh || real_rc=$?
+  else
+    cat "$kube_build_log"
+    echo "hack/install-kube.sh failed" >&2
+    real_rc=1
+  fi
+else
+  step "real-API suites skipped (the tests failed)"
+fi
 
 report_rc=0
 if [[ $nextest_rc == 0 ]]; then
@@ -77,4 +109,5 @@ fi
 echo
 grep -E '^ +Summary \[' "$nextest_out" | tail -n 1 || true
 if [[ $nextest_rc != 0 ]]; then exit "$nextest_rc"; fi
+if [[ $real_rc != 0 ]]; then exit "$real_rc"; fi
 exit "$report_rc"
