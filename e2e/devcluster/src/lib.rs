@@ -13,7 +13,10 @@
 //! ```
 //! With `--ha` the lease server starts right after the simulators and every backup daemon runs two
 //! replicas (`<bin>-a`, `<bin>-b`) contending on it with a short lease TTL ([`HA_LEASE_TTL`]); the
-//! summary then names each component's leader and prints how to fail one over.
+//! summary then names each component's leader and prints how to fail one over. The lease server
+//! always serves as in production: TLS (a dev CA in `<dev-dir>/lease-tls`) and ServiceAccount
+//! tokens (`<dev-dir>/lease-tokens/<component>`, audience `cozy-backups-lease`) reviewed against
+//! the emulator.
 //!
 //! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
 //! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
@@ -76,10 +79,12 @@ pub const DAEMONS: &[DaemonEntry] = &[
             "--system-namespaces=cozy-velero",
         ],
     },
-    // Runs BackupJobs (the demo below: examples/backupjob.yaml) and Plans, single replica.
+    // Runs BackupJobs (the demo below: examples/backupjob.yaml) and Plans, single replica. A
+    // backup that cannot finish (e.g. WAL archiving failing, so PostgreSQL waits forever for the
+    // backup's last segment) fails after 15 minutes instead of the production default of 6 hours.
     DaemonEntry {
         bin: "backup-runner",
-        args: &[],
+        args: &["--backup-deadline=15m"],
     },
     // Runs RestoreJobs (the demo below: examples/restorejob-pitr.yaml), single replica.
     DaemonEntry {
@@ -97,17 +102,17 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "apidef-restarter",
         args: &["--debounce=2s"],
     },
-    // The lease service, its epoch ConfigMap in its own namespace (where its Role allows it), in
-    // insecure mode (plaintext, no
-    // authentication: a development machine). The dev daemons run single-replica
-    // (`--lease-endpoint=none`) unless `--ha`; the gRPC port is picked freely and logged
-    // ("serving leases").
+    // The lease service, its epoch ConfigMap in its own namespace (where its Role allows it),
+    // secured as in production: TLS with a certificate of a dev CA generated into
+    // <dev-dir>/lease-tls, and every caller authenticated by a ServiceAccount token (TokenReview
+    // against the emulator) and allowed only its own component's leases; the TLS flags are added
+    // in [`run`]. The dev daemons run single-replica (`--lease-endpoint=none`) unless `--ha`; the
+    // gRPC port is picked freely and logged ("serving leases").
     DaemonEntry {
         bin: "lease-server",
         args: &[
             "--grpc-addr=127.0.0.1:0",
             "--namespace=cozy-backup-controller",
-            "--insecure",
         ],
     },
 ];
@@ -245,9 +250,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     let mut grpc: Option<String> = None;
+    // The lease server's certificate, from a CA generated for this dev directory (as the tests'
+    // secured lease servers get theirs).
+    let lease_tls = harness::LeaseTls::generate(&args.dev_dir.join("lease-tls"))
+        .context("generating the lease server's certificates")?;
     // Each of the project's daemons runs as its own ServiceAccount with its deploy/ RBAC, as in a
     // cluster; the simulated operators (not ours) run as the admin.
     let mut tokens: std::collections::BTreeMap<String, String> = Default::default();
+    let mut lease_tokens: std::collections::BTreeMap<String, PathBuf> = Default::default();
     for entry in order {
         let bin = harness::locate_binary(entry.bin).with_context(|| {
             format!(
@@ -264,8 +274,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             entry_args.push(a);
         }
-        if args.ha && entry.bin == "lease-server" {
-            entry_args.push(format!("--max-ttl={HA_LEASE_TTL}"));
+        if entry.bin == "lease-server" {
+            entry_args.extend([
+                "--tls-cert-file".to_owned(),
+                lease_tls.cert_file.display().to_string(),
+                "--tls-key-file".to_owned(),
+                lease_tls.key_file.display().to_string(),
+            ]);
+            if args.ha {
+                entry_args.push(format!("--max-ttl={HA_LEASE_TTL}"));
+            }
         }
         let replicas: Vec<String> = match &grpc {
             Some(_) if is_replicated(entry) => ["a", "b"]
@@ -276,16 +294,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         };
         for name in replicas {
             let mut spec = harness::DaemonSpec::new(&name, bin.clone()).args(entry_args.clone());
-            if let (Some(grpc), true) = (&grpc, is_replicated(entry)) {
-                spec = spec.args([
-                    "--lease-endpoint",
-                    grpc,
-                    "--identity",
-                    &name,
-                    "--lease-ttl",
-                    HA_LEASE_TTL,
-                ]);
-            }
             let own_kubeconfig = match spec.component() {
                 Some(component) => {
                     if !tokens.contains_key(&component) {
@@ -306,6 +314,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 }
                 None => kubeconfig.clone(),
             };
+            if let (Some(grpc), true) = (&grpc, is_replicated(entry)) {
+                let component = spec
+                    .component()
+                    .with_context(|| format!("{name} has no ServiceAccount in deploy/"))?;
+                // One token per component, shared by its replicas.
+                let token = match lease_tokens.get(&component) {
+                    Some(path) => path,
+                    None => {
+                        let path = lease_token(&emulator.client(), &component, &args.dev_dir)
+                            .await
+                            .with_context(|| format!("issuing {component}'s lease token"))?;
+                        lease_tokens.entry(component.clone()).or_insert(path)
+                    }
+                };
+                spec = spec.args([
+                    "--lease-endpoint".to_owned(),
+                    format!("https://{grpc}"),
+                    "--lease-ca-file".to_owned(),
+                    lease_tls.ca_file.display().to_string(),
+                    "--lease-token-file".to_owned(),
+                    token.display().to_string(),
+                    "--identity".to_owned(),
+                    name.clone(),
+                    "--lease-ttl".to_owned(),
+                    HA_LEASE_TTL.to_owned(),
+                ]);
+            }
+            let spec = ending_with_the_plane(spec)?;
             let mut d = harness::Daemon::spawn(spec, &own_kubeconfig, &logs)?;
             d.wait_ready(Duration::from_secs(60)).await?;
             if entry.bin == "operator-sims" {
@@ -404,15 +440,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         match args.exit_after {
             Some(s) => {
-                println!("Stopping after {s}s.");
+                println!("{}", will_stop_at(std::time::SystemTime::now(), s));
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(s)) => {}
-                    _ = kube_emulator::cli::wait_for_signal() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(s)) => {
+                        println!("Stopping: --exit-after {s}s elapsed.");
+                    }
+                    _ = kube_emulator::cli::wait_for_signal() => {
+                        println!("Stopping: signal received.");
+                    }
                 }
             }
             None => {
                 println!("Press Ctrl-C to stop.");
                 kube_emulator::cli::wait_for_signal().await;
+                println!("Stopping: signal received.");
             }
         }
     }
@@ -433,7 +474,95 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         d.kill().await?;
     }
     emulator.shutdown().await;
+    if !args.check {
+        println!("Stopped.");
+    }
     Ok(())
+}
+
+/// `spec` run through `setpriv --pdeathsig TERM`: the daemon gets SIGTERM when this process ends,
+/// however it ends (also SIGKILL), and shuts down as on Ctrl-C; the simulators stop their
+/// PostgreSQL servers, which in turn die with the simulators (docs/dataplane.md, "No process
+/// outlives the plane"). The kernel signals when the thread that spawned the daemon exits: they are
+/// all spawned from [`run`], which runs on the main thread for the process's whole life. The
+/// daemon keeps the identity its own binary gives it.
+fn ending_with_the_plane(mut spec: harness::DaemonSpec) -> anyhow::Result<harness::DaemonSpec> {
+    let setpriv = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(operator_sims::pg::SETPRIV))
+        .find(|p| p.is_file())
+        .context(
+            "setpriv is not on PATH: the dev control plane starts its daemons through it so that \
+             they stop when it does; install util-linux (Debian: apt-get install util-linux)",
+        )?;
+    let component = spec.component();
+    let real = std::mem::replace(&mut spec.bin, setpriv);
+    spec.args.splice(
+        0..0,
+        [
+            "--pdeathsig".to_owned(),
+            "TERM".to_owned(),
+            "--".to_owned(),
+            real.display().to_string(),
+        ],
+    );
+    Ok(match component {
+        Some(c) => spec.identity(&c),
+        None => spec,
+    })
+}
+
+/// What `--exit-after <secs>` prints at start: when the plane will stop (UTC, to the second).
+pub fn will_stop_at(now: std::time::SystemTime, secs: u64) -> String {
+    let at = now + Duration::from_secs(secs);
+    let at = k8s_openapi::jiff::Timestamp::try_from(at)
+        .ok()
+        .and_then(|t| t.round(k8s_openapi::jiff::Unit::Second).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "?".into());
+    format!("Will stop at {at} (in {secs}s, --exit-after); Ctrl-C stops it earlier.")
+}
+
+/// A token of `component`'s ServiceAccount (provisioned already) for the lease server's audience,
+/// issued through TokenRequest and written to `<dev-dir>/lease-tokens/<component>` (mode 0600).
+async fn lease_token(
+    client: &kube::Client,
+    component: &str,
+    dev_dir: &std::path::Path,
+) -> anyhow::Result<PathBuf> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let (ns, name) = harness::identity::service_account(component);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![harness::LEASE_AUDIENCE.to_owned()],
+            expiration_seconds: Some(7 * 24 * 3600),
+            bound_object_ref: None,
+        },
+        ..Default::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create_token_request(&name, &Default::default(), &request)
+        .await?
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .with_context(|| format!("the TokenRequest for {ns}/{name} answered no token"))?;
+    let dir = dev_dir.join("lease-tokens");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(component);
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(token.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 /// The example tenant's Postgres applications: `orders-db` (gets sample rows) and `orders-db-copy`
@@ -750,7 +879,7 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
 /// and how to watch a failover.
 async fn print_ha(grpc: &str, daemons: &[harness::Daemon]) -> anyhow::Result<()> {
     println!(
-        "High availability (--ha): two replicas per daemon on the lease server at {grpc}, lease TTL {HA_LEASE_TTL}."
+        "High availability (--ha): two replicas per daemon on the lease server at https://{grpc} (TLS, each replica authenticated by its ServiceAccount's token), lease TTL {HA_LEASE_TTL}."
     );
     let mut example: Option<(String, String, u32, PathBuf)> = None;
     for entry in DAEMONS.iter().filter(|e| is_replicated(e)) {
@@ -998,5 +1127,14 @@ mod tests {
     #[test]
     fn args_are_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn exit_after_says_when_it_will_stop() {
+        let start = std::time::UNIX_EPOCH + Duration::from_millis(1_796_560_000_400);
+        assert_eq!(
+            will_stop_at(start, 900),
+            "Will stop at 2026-12-06T12:41:40Z (in 900s, --exit-after); Ctrl-C stops it earlier."
+        );
     }
 }

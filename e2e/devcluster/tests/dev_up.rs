@@ -5,11 +5,22 @@
 //! (`--metrics-dir`): every metric the alerts and the dashboard in deploy/monitoring select must be
 //! among the exported names.
 
+use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+/// The whole demo runs in a private dev directory, as `mktemp -d` makes them (mode 0700): as root
+/// PostgreSQL and barman-cloud run as the `postgres` user, who cannot enter it, and must still
+/// archive, back up and restore over TLS with the dev CA.
 #[test]
 fn check_mode_starts_everything_and_prints_next_steps() {
+    use std::os::unix::fs::DirBuilderExt as _;
     let dev_dir = std::env::temp_dir().join(format!("devcluster-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dev_dir);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dev_dir)
+        .unwrap();
     let metrics_dir = dev_dir.join("metrics");
     let out = Command::new(env!("CARGO_BIN_EXE_devcluster"))
         .args(["--check", "--port", "0", "--dev-dir"])
@@ -112,7 +123,18 @@ fn exit_after_serves_until_the_deadline() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("Stopping after 1s."), "{stdout}");
+    // When it will stop, at start; that it stops, once it does; then that it stopped.
+    let will = stdout
+        .find("Will stop at ")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let stopping = stdout
+        .find("Stopping: --exit-after 1s elapsed.\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let stopped = stdout
+        .find("Stopped.\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(will < stopping && stopping < stopped, "{stdout}");
+    assert!(stdout.contains("(in 1s, --exit-after)"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dev_dir);
 }
 
@@ -133,6 +155,19 @@ fn ha_mode_runs_two_replicas_per_daemon_with_one_leader_each() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("High availability (--ha)"), "{stdout}");
+    // The lease server is secured as in production: every replica reached it over TLS with its
+    // ServiceAccount's token (a leader per component below proves they were let in).
+    assert!(
+        stdout.contains("on the lease server at https://127.0.0.1:")
+            && stdout.contains("(TLS, each replica authenticated by its ServiceAccount's token)"),
+        "{stdout}"
+    );
+    let lease_log = std::fs::read_to_string(dev_dir.join("logs/lease-server.log")).unwrap();
+    assert!(
+        lease_log.contains(r#""transport":"tls""#) && !lease_log.contains("insecure mode"),
+        "{lease_log}"
+    );
+    assert!(dev_dir.join("lease-tokens/backup-runner").is_file());
     for entry in devcluster::DAEMONS
         .iter()
         .filter(|e| devcluster::is_replicated(e))
@@ -160,4 +195,196 @@ fn ha_mode_runs_two_replicas_per_daemon_with_one_leader_each() {
     assert!(stdout.contains("kill -9 "), "{stdout}");
     assert!(stdout.contains("check passed"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dev_dir);
+}
+
+/// Processes of the plane started in `dev_dir`: any whose command line, environment (the
+/// daemons' `KUBECONFIG`, which every process they start inherits) or working directory names it.
+/// PostgreSQL's own children rename themselves (`postgres: archiver`), so the command line alone
+/// would miss them.
+fn processes_of(dev_dir: &std::path::Path) -> Vec<String> {
+    let needle = dev_dir.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = entry.path();
+        let read = |f: &str| {
+            String::from_utf8_lossy(&std::fs::read(p.join(f)).unwrap_or_default())
+                .replace('\0', " ")
+        };
+        let cmdline = read("cmdline");
+        let cwd = std::fs::read_link(p.join("cwd")).unwrap_or_default();
+        if cmdline.contains(&needle)
+            || read("environ").contains(&needle)
+            || cwd.starts_with(dev_dir)
+        {
+            found.push(format!("{} {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// No PostgreSQL server, barman command, simulator (with the S3 server in it) or daemon outlives
+/// the dev control plane, whether its process group gets SIGTERM or SIGINT (Ctrl-C), or the
+/// plane alone is SIGKILLed (its daemons, and through them their children, are then told by the
+/// kernel). Each case first puts the data plane to work as when the defect was seen (a base
+/// backup waiting on an archiver that is stuck in its archive command), sees those processes
+/// running, ends the plane, then expects none of its processes left within a bounded wait.
+#[test]
+fn no_process_outlives_the_plane() {
+    use rustix::process::{Pid, Signal};
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+    for (case, signal, group) in [
+        ("term-group", Signal::TERM, true),
+        ("int-group", Signal::INT, true),
+        ("kill-parent", Signal::KILL, false),
+    ] {
+        let dev_dir =
+            std::env::temp_dir().join(format!("devcluster-reap-{case}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dev_dir);
+        let stderr_path = dev_dir.with_extension("stderr");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_devcluster"))
+            .args(["--no-demo", "--port", "0", "--dev-dir"])
+            .arg(&dev_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // Generous: a daemon binary older than its sources is rebuilt on the way up.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut seen = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line == "Press Ctrl-C to stop." => break,
+                Ok(line) => seen.push_str(&(line + "\n")),
+                Err(e) => {
+                    let _ = child.kill();
+                    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                    panic!("{case}: the plane did not come up ({e}):\n{seen}\n{stderr}");
+                }
+            }
+        }
+        if let Err(e) = start_a_stuck_backup(&dev_dir) {
+            let _ = child.kill();
+            panic!("{case}: {e}\n{:#?}", processes_of(&dev_dir));
+        }
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        if group {
+            rustix::process::kill_process_group(pid, signal).unwrap();
+        } else {
+            rustix::process::kill_process(pid, signal).unwrap();
+        }
+        let status = child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = processes_of(&dev_dir);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{case}: processes of the plane left 60 s after it ended ({status}): {left:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_dir_all(&dev_dir);
+        let _ = std::fs::remove_file(&stderr_path);
+    }
+}
+
+/// Makes `orders-db`'s archive command hang (the simulator's archive-delay control, one hour)
+/// and starts a base backup of it, which then waits for its last WAL segment to be archived;
+/// returns once the plane's processes include that archive command, the `barman-cloud-backup`
+/// and a PostgreSQL server.
+fn start_a_stuck_backup(dev_dir: &Path) -> Result<(), String> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let gvk = |kind| GroupVersionKind::gvk("postgresql.cnpg.io", "v1", kind);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(dev_dir.join("kubeconfig"))
+            .map_err(|e| e.to_string())?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        kube::Client::try_from(config).map_err(|e| e.to_string())
+    })?;
+    let api = |kind| {
+        Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            devcluster::TENANT,
+            &ApiResource::from_gvk(&gvk(kind)),
+        )
+    };
+    let annotations = serde_json::json!({"metadata": {"annotations": {
+        operator_sims::cnpg::ANNOTATION_ARCHIVE_DELAY: "3600s"}}});
+    runtime
+        .block_on(api("Cluster").patch(
+            "postgres-orders-db",
+            &PatchParams::default(),
+            &Patch::Merge(&annotations),
+        ))
+        .map_err(|e| format!("annotating the Cluster: {e}"))?;
+    // The simulator writes the delay into the instance's archive.env; the backup's WAL switch
+    // must come after that.
+    let pg = dev_dir.join("dataplane/pg").join(devcluster::TENANT);
+    poll("orders-db's archive command to be slow", || {
+        std::fs::read_dir(&pg)
+            .ok()?
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("postgres-orders-db-")
+                    && !name.starts_with("postgres-orders-db-copy-")
+            })
+            .any(|e| {
+                std::fs::read_to_string(e.path().join("archive.env"))
+                    .is_ok_and(|t| t.contains("ARCHIVE_DELAY_SECONDS=3600"))
+            })
+            .then_some(())
+    })?;
+    let backup = serde_json::from_value(serde_json::json!({
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Backup", "metadata": {"name": "stuck"},
+        "spec": {"method": "plugin", "cluster": {"name": "postgres-orders-db"},
+                 "pluginConfiguration": {"name": "barman-cloud.cloudnative-pg.io"}}}))
+    .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(api("Backup").create(&Default::default(), &backup))
+        .map_err(|e| format!("creating the Backup: {e}"))?;
+    poll(
+        "a barman-cloud-backup waiting on a stuck archive command",
+        || {
+            let running = processes_of(dev_dir);
+            let has = |s: &str| running.iter().any(|p| p.contains(s));
+            (has("barman-cloud-backup") && has("bin/archive-wal") && has("postgres -D "))
+                .then_some(())
+        },
+    )
+}
+
+/// Polls `ready` every 200 ms for up to two minutes.
+fn poll(what: &str, mut ready: impl FnMut() -> Option<()>) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ready().is_none() {
+        if Instant::now() >= deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
 }
