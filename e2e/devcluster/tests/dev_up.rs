@@ -238,8 +238,8 @@ fn no_process_outlives_the_plane() {
         ("int-group", Signal::INT, true),
         ("kill-parent", Signal::KILL, false),
     ] {
-        let dev_dir =
-            std::env::temp_dir().join(format!("devcluster-reap-{case}-{}", std::process::id()));
+        // Short: PostgreSQL's socket path below it must fit in 107 bytes.
+        let dev_dir = std::env::temp_dir().join(format!("dc-{case}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dev_dir);
         let stderr_path = dev_dir.with_extension("stderr");
         let mut child = Command::new(env!("CARGO_BIN_EXE_devcluster"))
