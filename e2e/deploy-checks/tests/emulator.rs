@@ -51,23 +51,7 @@ async fn platform(h: &Harness) {
     for ns in PLATFORM_NAMESPACES {
         kubectl_ok(h, &["create", "namespace", ns], None);
     }
-    use operator_sims::Sim;
-    let mut crds = Vec::new();
-    for sim in [
-        Sim::Cosi,
-        Sim::Velero,
-        Sim::Cnpg,
-        Sim::Flux,
-        Sim::Mariadb,
-        Sim::Etcd,
-        Sim::Fdb,
-        Sim::Psmdb,
-    ] {
-        crds.extend(sim.crds());
-    }
-    operator_sims::install_crds(&h.client(), &crds)
-        .await
-        .unwrap();
+    crate::platform::install_operator_crds(h).await;
 }
 
 /// The rendered objects whose kind `keep` accepts, as YAML documents.
@@ -88,24 +72,9 @@ fn existing(h: &Harness, r: &Rendered) -> Vec<String> {
         &["get", "-f", "-", "--ignore-not-found", "-o", "json"],
         Some(&r.yaml),
     );
-    if out.trim().is_empty() {
-        return Vec::new();
-    }
-    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let items = match list["kind"].as_str() {
-        Some("List") => list["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![list],
-    };
-    items
-        .iter()
-        .map(|o| {
-            format!(
-                "{}/{}/{}",
-                o["kind"].as_str().unwrap(),
-                o["metadata"]["namespace"].as_str().unwrap_or(""),
-                o["metadata"]["name"].as_str().unwrap()
-            )
-        })
+    crate::platform::stored(&out)
+        .into_iter()
+        .map(|(id, _)| id)
         .collect()
 }
 

@@ -3,5 +3,6 @@
 //! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
 
 mod emulator;
+mod platform;
 mod real_api;
 mod render;

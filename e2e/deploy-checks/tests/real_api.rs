@@ -74,23 +74,7 @@ async fn platform(h: &Harness) {
         &["apply", "--server-side", "-f", "-"],
         Some(&namespaces.join("---\n")),
     );
-    use operator_sims::Sim;
-    let crds: Vec<_> = [
-        Sim::Cosi,
-        Sim::Velero,
-        Sim::Cnpg,
-        Sim::Flux,
-        Sim::Mariadb,
-        Sim::Etcd,
-        Sim::Fdb,
-        Sim::Psmdb,
-    ]
-    .iter()
-    .flat_map(|s| s.crds())
-    .collect();
-    operator_sims::install_crds(&h.client(), &crds)
-        .await
-        .unwrap();
+    crate::platform::install_operator_crds(h).await;
 }
 
 /// `kind/namespace/name` → resourceVersion of each rendered object that exists.
@@ -100,29 +84,14 @@ fn versions(h: &Harness, r: &Rendered) -> BTreeMap<String, String> {
         &["get", "-f", "-", "--ignore-not-found", "-o", "json"],
         Some(&r.yaml),
     );
-    if out.trim().is_empty() {
-        return BTreeMap::new();
-    }
-    let list: Value = serde_json::from_str(&out).unwrap();
-    let items = match list["kind"].as_str() {
-        Some("List") => list["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![list],
-    };
-    items
-        .iter()
-        .map(|o| {
-            (
-                format!(
-                    "{}/{}/{}",
-                    o["kind"].as_str().unwrap(),
-                    o["metadata"]["namespace"].as_str().unwrap_or(""),
-                    o["metadata"]["name"].as_str().unwrap()
-                ),
-                o["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
-            )
+    crate::platform::stored(&out)
+        .into_iter()
+        .map(|(id, o)| {
+            let version = o["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (id, version)
         })
         .collect()
 }
