@@ -16,6 +16,9 @@
 //! ([`endpoint::strip_scheme`]). No I/O and no Kubernetes types here: callers pass plain values.
 
 pub mod bucket;
+pub mod catalog;
 pub mod credentials;
 pub mod endpoint;
 mod gojson;
+#[cfg(feature = "s3")]
+pub mod s3;
