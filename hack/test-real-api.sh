@@ -20,10 +20,7 @@ SUITES=(
   "retention sweep|retention-cleaner|sweeps::keep_last_keeps_exactly_the_newest sweeps::failed_backup_jobs_past_the_ttl_go_with_their_leftovers"
   "apidef roll|apidef-restarter|e2e::one_edit_patches_exactly_once_after_the_debounce"
   "lease-server TokenReview|lease-server|real_api::"
-  # Not yet here: status::json_carries_every_field, status::tables_match_the_golden_files,
-  # jobs::restore_checks_the_window_before_creating_anything, kubectl_plugin::kubectl_runs_the_plugin
-  # (kube-apiserver answers an unserved kind with a plain-text 404; docs/kube-emulator.md).
-  "kubectl plugin status, window, backup, restore|cozy-backups-ctl|status::bad_input_is_named window::prints_the_window_of_the_live_server_and_explains_a_missing_one jobs::backup_creates_a_job_and_waits_for_its_end jobs::restore_errors_name_what_was_wrong"
+  "kubectl plugin status, window, backup, restore|cozy-backups-ctl|status::bad_input_is_named status::json_carries_every_field status::tables_match_the_golden_files window::prints_the_window_of_the_live_server_and_explains_a_missing_one jobs::backup_creates_a_job_and_waits_for_its_end jobs::restore_checks_the_window_before_creating_anything jobs::restore_errors_name_what_was_wrong kubectl_plugin::kubectl_runs_the_plugin"
   "deploy checks|deploy-checks|real_api::"
   "the backend itself and its differences from the emulator|harness|real_api::"
 )

@@ -61,6 +61,7 @@ pub(crate) async fn create_backup_job(
     Api::<BackupJob>::namespaced(client.clone(), r.namespace)
         .create(&PostParams::default(), &job)
         .await
+        .map_err(crate::platform_error::<BackupJob>)
         .with_context(|| {
             format!(
                 "create a BackupJob for {} {}/{} (class {})",
@@ -86,6 +87,7 @@ pub(crate) async fn create_restore_job(
     let backup = Api::<Backup>::namespaced(client.clone(), r.namespace)
         .get_opt(r.backup)
         .await
+        .map_err(crate::platform_error::<Backup>)
         .with_context(|| format!("get Backup {}/{}", r.namespace, r.backup))?
         .ok_or_else(|| {
             Exit::not_found(format!(
@@ -131,6 +133,7 @@ pub(crate) async fn create_restore_job(
     Api::<RestoreJob>::namespaced(client.clone(), r.namespace)
         .create(&PostParams::default(), &job)
         .await
+        .map_err(crate::platform_error::<RestoreJob>)
         .with_context(|| {
             format!(
                 "create a RestoreJob from Backup {}/{} into {} {target}",
@@ -153,19 +156,27 @@ async fn check_window(
     let catalog = crate::window::catalog(client, namespace).await?;
     let computed =
         crate::window::compute(client, namespace, app, server.as_deref(), &catalog).await?;
+    // Why the window is what it is, when it matters: outside it, or none known.
+    let note = computed.unserved_note();
+    let explain = |warnings: &mut dyn Write| -> std::io::Result<()> {
+        match &note {
+            Some(note) => writeln!(warnings, "Note: {note}."),
+            None => Ok(()),
+        }
+    };
     let when = drivers::restore::options::parse_rfc3339(at)
         .map_err(|e| anyhow::anyhow!("--at {at:?} is not an RFC 3339 timestamp: {e}"))?;
     let when = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(when);
     match drivers::restore::cnpg::place(&when, at, computed.window.as_ref(), &computed.server) {
-        Placement::Before(message) => Err(anyhow::anyhow!(
-            "--at: {message}; no RestoreJob was created (see `window -n {namespace} {app}`)"
-        )),
-        Placement::After(_, message) => {
-            writeln!(warnings, "Warning: --at: {message}")?;
-            Ok(())
+        Placement::Before(message) => {
+            explain(warnings)?;
+            Err(anyhow::anyhow!(
+                "--at: {message}; no RestoreJob was created (see `window -n {namespace} {app}`)"
+            ))
         }
-        Placement::Unknown(message) => {
+        Placement::After(_, message) | Placement::Unknown(message) => {
             writeln!(warnings, "Warning: --at: {message}")?;
+            explain(warnings)?;
             Ok(())
         }
         Placement::Inside(_) => Ok(()),

@@ -2,7 +2,8 @@
 //!
 //! - last backup: the newest catalog Backup (by `spec.takenAt`) whose phase is not `Failed`;
 //! - recoverable window: Postgres only, as `window` computes it (errors become `unknown` and a
-//!   warning on stderr, so one unreadable Cluster does not hide the other rows);
+//!   warning on stderr, so one unreadable Cluster does not hide the other rows; a cluster without
+//!   CloudNativePG gets the window of the catalog alone and one note on stderr saying so);
 //! - running: BackupJobs that are not terminal (`Running`, or no phase yet);
 //! - last failure: the newest `Failed` BackupJob (by `completedAt`, else creation) and its message.
 
@@ -108,6 +109,7 @@ where
     Ok(api
         .list(&ListParams::default())
         .await
+        .map_err(crate::platform_error::<K>)
         .with_context(|| format!("list {what} in {scope}"))?
         .items)
 }
@@ -150,6 +152,7 @@ pub async fn collect(
         rows.retain(|k, _| k.1 == app);
     }
 
+    let mut noted = false;
     for (k, status) in rows.iter_mut() {
         let mine = |ns: &Option<String>, r: &api::meta::TypedLocalObjectReference| key(ns, r) == *k;
         let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
@@ -211,6 +214,10 @@ pub async fn collect(
             let catalog: Vec<Backup> = own_backups.into_iter().cloned().collect();
             match compute(client, &status.namespace, &status.name, None, &catalog).await {
                 Ok(c) => {
+                    if let Some(note) = c.unserved_note().filter(|_| !noted) {
+                        writeln!(warnings, "Note: {note}.")?;
+                        noted = true;
+                    }
                     let (from, to) = c
                         .window
                         .map(|w| (rfc3339(&w.from), rfc3339(&w.to)))

@@ -1,6 +1,10 @@
 //! The recoverable window of a Postgres application's archive, computed from the same inputs as
 //! the restore-orchestrator's pre-flight: its Cluster `postgres-<app>`, the ObjectStore of that
 //! name and the namespace's catalog Backups, through `drivers::restore::cnpg::recoverable_window`.
+//!
+//! A cluster without CloudNativePG or its Barman Cloud plugin does not serve those kinds at all;
+//! such a kind counts as no object (the window then comes from the catalog alone), and
+//! [`Computed::unserved`] names it so that the commands can say why.
 
 use anyhow::Context as _;
 use api::backups::{Backup, RecoverableWindow};
@@ -21,6 +25,21 @@ pub struct Computed {
     pub cluster: String,
     /// The window; `None` when no start is known.
     pub window: Option<RecoverableWindow>,
+    /// The kinds looked at that the API server does not serve (`plural.group/version`).
+    pub unserved: Vec<String>,
+}
+
+impl Computed {
+    /// A sentence naming the kinds the API server does not serve, if any.
+    pub fn unserved_note(&self) -> Option<String> {
+        (!self.unserved.is_empty()).then(|| {
+            format!(
+                "the API server does not serve {} (CloudNativePG or its Barman Cloud plugin is \
+                 not installed), so the window comes from the catalog Backups alone",
+                self.unserved.join(" or ")
+            )
+        })
+    }
 }
 
 /// The server name a catalog Backup was taken of.
@@ -37,23 +56,43 @@ pub async fn catalog(client: &kube::Client, namespace: &str) -> anyhow::Result<V
     Ok(Api::<Backup>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
         .await
+        .map_err(crate::platform_error::<Backup>)
         .with_context(|| format!("list Backups in {namespace}"))?
         .items)
+}
+
+/// What a GET of one object of a kind the API server may not serve found.
+enum Lookup {
+    /// The object.
+    Found(Value),
+    /// The kind is served; no object of that name.
+    Absent,
+    /// The API server does not serve the kind.
+    Unserved,
+}
+
+impl Lookup {
+    fn object(&self) -> Option<&Value> {
+        match self {
+            Lookup::Found(v) => Some(v),
+            Lookup::Absent | Lookup::Unserved => None,
+        }
+    }
 }
 
 async fn get(
     client: &kube::Client,
     namespace: &str,
-    resource: ApiResource,
+    resource: &ApiResource,
     name: &str,
-) -> anyhow::Result<Option<Value>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    api.get_opt(name)
-        .await
-        .with_context(|| format!("get {} {namespace}/{name}", resource.kind))?
-        .map(serde_json::to_value)
-        .transpose()
-        .context("encode")
+) -> anyhow::Result<Lookup> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    match api.get(name).await {
+        Ok(obj) => Ok(Lookup::Found(serde_json::to_value(obj).context("encode")?)),
+        Err(e) if crate::kind_not_served(&e) => Ok(Lookup::Unserved),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Lookup::Absent),
+        Err(e) => Err(e).with_context(|| format!("get {} {namespace}/{name}", resource.kind)),
+    }
 }
 
 /// The window of Postgres `app` in `namespace`. `server` names the archive's server (a restore
@@ -68,23 +107,19 @@ pub async fn compute(
 ) -> anyhow::Result<Computed> {
     use api::thirdparty::{barman, cnpg};
     let cluster_name = cluster_name(app);
-    let cluster = get(
-        client,
-        namespace,
-        ApiResource::erase::<cnpg::Cluster>(&()),
-        &cluster_name,
-    )
-    .await?;
-    let store = get(
-        client,
-        namespace,
-        ApiResource::erase::<barman::ObjectStore>(&()),
-        &cluster_name,
-    )
-    .await?;
+    let cluster_kind = ApiResource::erase::<cnpg::Cluster>(&());
+    let store_kind = ApiResource::erase::<barman::ObjectStore>(&());
+    let cluster = get(client, namespace, &cluster_kind, &cluster_name).await?;
+    let store = get(client, namespace, &store_kind, &cluster_name).await?;
+    let unserved = [(&cluster, &cluster_kind), (&store, &store_kind)]
+        .into_iter()
+        .filter(|(l, _)| matches!(l, Lookup::Unserved))
+        .map(|(_, r)| crate::resource_name(r))
+        .collect();
+    let (cluster, store) = (cluster.object(), store.object());
     let server = server
         .map(str::to_owned)
-        .or_else(|| cluster.as_ref().and_then(live_server_name))
+        .or_else(|| cluster.and_then(live_server_name))
         .or_else(|| {
             catalog
                 .iter()
@@ -93,16 +128,12 @@ pub async fn compute(
                 .and_then(server_of)
         })
         .unwrap_or_else(|| cluster_name.clone());
-    let window = drivers::restore::cnpg::recoverable_window(
-        &server,
-        store.as_ref(),
-        cluster.as_ref(),
-        catalog,
-    );
+    let window = drivers::restore::cnpg::recoverable_window(&server, store, cluster, catalog);
     Ok(Computed {
         server,
         cluster: cluster_name,
         window,
+        unserved,
     })
 }
 
@@ -130,16 +161,20 @@ pub async fn window(
         .into_iter()
         .filter(|b| of_app(b, app))
         .collect();
+    let computed = compute(&client, namespace, app, None, &catalog).await?;
+    let note = computed.unserved_note();
     let Computed {
         server,
         cluster: cluster_name,
         window,
-    } = compute(&client, namespace, app, None, &catalog).await?;
+        ..
+    } = computed;
     let window = window.with_context(|| {
+        let why = note.map(|n| format!("; {n}")).unwrap_or_default();
         format!(
             "no recoverable window known for Postgres {namespace}/{app} (server {server:?}): \
              no recovery window in ObjectStore {namespace}/{cluster_name}'s status and no \
-             catalog Backup of that server"
+             catalog Backup of that server{why}"
         )
     })?;
     let backups: Vec<(String, Option<String>)> = catalog

@@ -84,7 +84,11 @@ async fn a_list_failure_names_the_resource() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("list cozystack.io/v1alpha1/applicationdefinitions"),
+        err.contains(
+            "find-kind \"Postgres\": list cozystack.io/v1alpha1/applicationdefinitions: the API \
+             server does not serve that resource (Cozystack's ApplicationDefinitions are not \
+             installed in this cluster)"
+        ),
         "{err}"
     );
 }

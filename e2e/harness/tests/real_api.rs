@@ -187,3 +187,53 @@ async fn a_deleted_claim_goes_once_the_protection_controller_releases_it() {
     .await;
     h.cleanup().await.unwrap();
 }
+
+/// A request for a kind of a group no CRD serves, or for an unknown resource of a CRD's group,
+/// gets a plain-text `404 page not found`, which kube-rs cannot parse as a Status; an unknown
+/// resource of a built-in group gets a `NotFound` Status that names no object. The emulator
+/// answers a `NotFound` Status in every case (docs/kube-emulator.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unserved_kind_gets_a_plain_text_404() {
+    let Some(h) = Harness::start_real_or_skip("unserved kind").await else {
+        return;
+    };
+    let get = |path: &str| {
+        let client = h.client();
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        async move { client.request_text(req).await }
+    };
+    for path in [
+        "/apis/postgresql.cnpg.io/v1/namespaces/default/clusters/postgres-orders-db",
+        "/apis/postgresql.cnpg.io/v1/namespaces/default/clusters",
+        "/apis/backups.cozystack.io/v1alpha1/namespaces/default/widgets",
+    ] {
+        match get(path).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(
+                    (s.code, s.message.as_str(), s.reason.as_str()),
+                    (404, "404 page not found", "Failed to parse error data"),
+                    "{path}"
+                );
+                assert!(
+                    !s.is_not_found(),
+                    "{path}: kube-rs's get_opt would not see None"
+                );
+            }
+            other => panic!("{path}: expected a 404, got {other:?}"),
+        }
+    }
+    match get("/api/v1/namespaces/default/widgets/w").await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(
+                (s.code, s.message.as_str(), s.reason.as_str()),
+                (
+                    404,
+                    "the server could not find the requested resource",
+                    "NotFound"
+                )
+            );
+            assert!(s.details.is_none_or(|d| d.name.is_empty()));
+        }
+        other => panic!("expected a 404, got {other:?}"),
+    }
+}
