@@ -1,8 +1,10 @@
 //! Which of a component's RBAC grants its daemon needed in the tests (the over-privilege report).
 //!
 //! ```text
-//!  Harness drop ─► audit lines whose user is a provisioned component's ServiceAccount
-//!               ─► <target>/rbac-usage/<component>/<test binary>.<test>.<pid>.<n>.jsonl
+//!  Harness drop ─► audit lines whose user is a provisioned component's ServiceAccount (the
+//!                  emulator's request log, or kube-apiserver's audit log turned into its lines)
+//!               ─► <target>/rbac-usage/<component>/[real.]<test binary>.<test>.<pid>.<n>.jsonl
+//!                  (`real.`: the harness ran on kube-apiserver)
 //!  rbac-usage (bin) ─► every grant of deploy/<component>/rbac.yaml, one per
 //!                      rule × verb × resource × resourceName, scoped by the bindings that give
 //!                      it to the ServiceAccount (cluster-wide, or one namespace)
@@ -333,8 +335,21 @@ pub fn usage_dir() -> PathBuf {
         .unwrap_or_else(|| crate::target_dir().join("rbac-usage"))
 }
 
+/// The file-name prefix of a record made on kube-apiserver (`COZY_E2E_API=real` or a `real_api`
+/// test); the emulator's records have none.
+pub const REAL_PREFIX: &str = "real.";
+
 /// Every recorded request of `component` under `dir`, and how many files they came from.
 pub fn recorded(dir: &Path, component: &str) -> (Vec<Request>, usize) {
+    recorded_on(dir, component, None)
+}
+
+/// [`recorded`], only of the records made on `backend` (None: every record).
+pub fn recorded_on(
+    dir: &Path,
+    component: &str,
+    backend: Option<crate::ApiBackend>,
+) -> (Vec<Request>, usize) {
     let mut files = 0;
     let mut requests = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir.join(component)) else {
@@ -342,7 +357,14 @@ pub fn recorded(dir: &Path, component: &str) -> (Vec<Request>, usize) {
     };
     for e in entries.flatten() {
         let path = e.path();
-        if path.extension().is_some_and(|x| x == "jsonl")
+        let real = e.file_name().to_string_lossy().starts_with(REAL_PREFIX);
+        let wanted = match backend {
+            None => true,
+            Some(crate::ApiBackend::Real) => real,
+            Some(crate::ApiBackend::Emulator) => !real,
+        };
+        if wanted
+            && path.extension().is_some_and(|x| x == "jsonl")
             && let Ok(text) = std::fs::read_to_string(&path)
         {
             files += 1;
@@ -352,8 +374,9 @@ pub fn recorded(dir: &Path, component: &str) -> (Vec<Request>, usize) {
     (requests, files)
 }
 
-/// A file name for this test process's record: the test binary, the test, the process.
-pub(crate) fn record_name() -> String {
+/// A file name for this test process's record: the backend (`real.` for kube-apiserver), the test
+/// binary, the test, the process.
+pub(crate) fn record_name(real: bool) -> String {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let binary = std::env::var("NEXTEST_BINARY_ID").ok().unwrap_or_else(|| {
         std::env::current_exe()
@@ -376,7 +399,8 @@ pub(crate) fn record_name() -> String {
             .collect()
     };
     format!(
-        "{}.{}.{}.{}.jsonl",
+        "{}{}.{}.{}.{}.jsonl",
+        if real { REAL_PREFIX } else { "" },
         clean(&binary),
         clean(&test),
         std::process::id(),
@@ -392,7 +416,7 @@ impl crate::Harness {
             return;
         }
         let audit = self.audit_log();
-        let name = record_name();
+        let name = record_name(self.control_plane().is_some());
         for (component, identity) in &self.identities {
             let lines: Vec<&str> = audit
                 .lines()
@@ -504,6 +528,29 @@ subjects:
                 .iter()
                 .all(|g| g.scopes.is_empty())
         );
+    }
+
+    #[test]
+    fn records_are_told_apart_by_backend() {
+        let dir = std::env::temp_dir().join(format!("rbac-usage-test-{}", std::process::id()));
+        let c = dir.join("c");
+        std::fs::create_dir_all(&c).unwrap();
+        let line = |verb: &str| {
+            format!(r#"{{"verb":"{verb}","path":"/api/v1/namespaces/t/configmaps","code":200}}"#)
+        };
+        std::fs::write(c.join(record_name(false)), line("list") + "\n").unwrap();
+        std::fs::write(c.join(record_name(true)), line("watch") + "\n").unwrap();
+        let verbs = |backend| -> Vec<String> {
+            let (requests, files) = recorded_on(&dir, "c", backend);
+            assert_eq!(files, requests.len());
+            let mut v: Vec<String> = requests.into_iter().map(|r| r.verb).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(verbs(None), ["list", "watch"]);
+        assert_eq!(verbs(Some(crate::ApiBackend::Real)), ["watch"]);
+        assert_eq!(verbs(Some(crate::ApiBackend::Emulator)), ["list"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The unused-rule report: for each component's `deploy/<component>/rbac.yaml`, the grants (rule ×
 //! verb × resource × resourceName) that no request its daemon made in the recorded tests needed.
 //!
-//! `rbac-usage [--strict] [--dir DIR] [COMPONENT…]` reads `target/rbac-usage/<component>/*.jsonl`
-//! (written by every harness that ran the component as its ServiceAccount). With `--strict` it
-//! exits 1 when a grant is unused or redundant without a `# rbac: kept because …` comment above
-//! its rule, or when a component has no records at all. `hack/test.sh` runs it after nextest.
+//! `rbac-usage [--strict] [--dir DIR] [--backend real|emulator] [COMPONENT…]` reads
+//! `target/rbac-usage/<component>/*.jsonl` (written by every harness that ran the component as its
+//! ServiceAccount, on the emulator or on kube-apiserver; `--backend` keeps the records of one). With
+//! `--strict` it exits 1 when a grant is unused or redundant without a `# rbac: kept because …`
+//! comment above its rule, or when a component has no records at all. `hack/test.sh` runs it after
+//! nextest and the real-API suites, over the records of both.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +17,7 @@ fn main() -> ExitCode {
     let mut strict = false;
     let mut dir = usage::usage_dir();
     let mut components = Vec::new();
+    let mut backend = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -26,8 +29,18 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--backend" => match args.next().as_deref() {
+                Some("real") => backend = Some(harness::ApiBackend::Real),
+                Some("emulator") => backend = Some(harness::ApiBackend::Emulator),
+                _ => {
+                    println!("--backend needs `real` or `emulator`");
+                    return ExitCode::from(2);
+                }
+            },
             "-h" | "--help" => {
-                println!("usage: rbac-usage [--strict] [--dir DIR] [COMPONENT...]");
+                println!(
+                    "usage: rbac-usage [--strict] [--dir DIR] [--backend real|emulator] [COMPONENT...]"
+                );
                 return ExitCode::SUCCESS;
             }
             c => components.push(c.to_owned()),
@@ -55,12 +68,17 @@ fn main() -> ExitCode {
         };
         let (sa_ns, sa_name) = harness::identity::service_account(component);
         let grants = usage::grants(&text, &sa_ns, &sa_name);
-        let (requests, files) = usage::recorded(&dir, component);
+        let (requests, files) = usage::recorded_on(&dir, component, backend);
         println!(
-            "== {component}: {} grants in {}, {} requests from {files} test records in {}",
+            "== {component}: {} grants in {}, {} requests from {files} test records{} in {}",
             grants.len(),
             path.display(),
             requests.len(),
+            match backend {
+                None => "",
+                Some(harness::ApiBackend::Real) => " made on kube-apiserver",
+                Some(harness::ApiBackend::Emulator) => " made on the emulator",
+            },
             dir.join(component).display()
         );
         if files == 0 {
