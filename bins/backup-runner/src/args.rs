@@ -58,6 +58,47 @@ pub struct RunnerArgs {
     #[arg(long, env = "PLAN_TIME_ZONE", default_value = "UTC", value_parser = schedule::parse_zone)]
     #[serde(serialize_with = "serialize_zone")]
     pub plan_time_zone: schedule::chrono_tz::Tz,
+    /// Catalog records in the system bucket (docs/disaster-recovery.md): write one per Backup,
+    /// delete it with the Backup, and re-create missing Backups from them. Off unless set (the
+    /// shipped Deployment sets `CATALOG=true`): it needs the two Secrets of the catalog Roles.
+    #[arg(long, env = "CATALOG", action = clap::ArgAction::Set, default_value_t = false)]
+    pub catalog: bool,
+    /// The system bucket's credentials Secret, `<namespace>/<name>` (read by name).
+    #[arg(
+        long,
+        env = "CATALOG_BUCKET_SECRET",
+        default_value = "tenant-root/bucket-cozy-backups-system-credentials",
+        value_parser = namespaced_name
+    )]
+    pub catalog_bucket_secret: String,
+    /// The Secret holding the records' HMAC key, `<namespace>/<name>`; created (32 random bytes)
+    /// when absent. Keep a copy outside the cluster: a new cluster needs the same key.
+    #[arg(
+        long,
+        env = "CATALOG_KEY_SECRET",
+        default_value = "cozy-backup-controller/cozy-backups-catalog-key",
+        value_parser = namespaced_name
+    )]
+    pub catalog_key_secret: String,
+    /// The S3 endpoint URL of the records (default: `https://` + the bucket Secret's endpoint).
+    #[arg(long, env = "CATALOG_ENDPOINT", default_value = "")]
+    pub catalog_endpoint: String,
+    /// A PEM bundle of CAs trusted for the S3 endpoint (besides the public roots).
+    #[arg(long, env = "CATALOG_CA_FILE")]
+    pub catalog_ca_file: Option<std::path::PathBuf>,
+    /// How often the leader re-creates Backups that are missing but have a valid record.
+    #[arg(long, env = "CATALOG_SYNC_INTERVAL", default_value = "5m", value_parser = positive_duration)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub catalog_sync_interval: Duration,
+}
+
+fn namespaced_name(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!("{s:?} is not <namespace>/<name>")),
+    }
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {
@@ -86,6 +127,12 @@ mod tests {
         assert_eq!(a.runner.backup_deadline, Duration::from_secs(6 * 3600));
         assert_eq!(a.runner.plan_starting_deadline, Duration::from_secs(300));
         assert!(a.runner.require_projection);
+        assert!(!a.runner.catalog);
+        assert_eq!(a.runner.catalog_sync_interval, Duration::from_secs(300));
+        assert_eq!(
+            a.runner.catalog_key_secret,
+            "cozy-backup-controller/cozy-backups-catalog-key"
+        );
         assert_eq!(a.runner.plan_time_zone, schedule::chrono_tz::UTC);
         assert!(Args::try_parse_from(["backup-runner", "--backup-deadline", "soon"]).is_err());
         let err = |args: &[&str]| {
@@ -99,6 +146,7 @@ mod tests {
             err(&["--plan-starting-deadline", "0s"])
         );
         assert!(err(&["--plan-time-zone", "Mars/Olympus"]).contains("unknown time zone"));
+        assert!(err(&["--catalog-bucket-secret", "no-namespace"]).contains("<namespace>/<name>"));
         let a = Args::parse_from(["backup-runner", "--plan-time-zone", "Europe/Berlin"]);
         assert_eq!(a.runner.plan_time_zone, schedule::chrono_tz::Europe::Berlin);
     }

@@ -8,6 +8,14 @@
 //!  Job, Altinity, MariaDB, MongoDB, FoundationDB   nothing (their archives are not ours to delete)
 //! ```
 //!
+//! The Backup's record in the system bucket (docs/disaster-recovery.md) rides on the same
+//! controller: on every apply the record is sealed and, when its digest differs from the Backup's
+//! `backups.cozystack.io/catalog-record` annotation, written and the annotation set (write first,
+//! annotate second: a crash in between rewrites the same bytes); winning leadership re-evaluates
+//! every Backup, which is the catch-up pass for Backups made before records existed. On deletion
+//! the record is deleted before the finalizer goes: it must succeed when the annotation says a
+//! record was written, and is tried once otherwise.
+//!
 //! Invariants: cleanup is idempotent and copes with a Backup whose driver objects never existed; a
 //! failed cleanup keeps the finalizer and is retried with backoff; the archive in the bucket is never
 //! deleted here (see docs/backup-runner.md for what each driver leaves in the bucket).
@@ -44,6 +52,14 @@ pub enum Error {
     /// The finalizer helper failed.
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// The catalog record could not be written or deleted.
+    #[error("catalog record {key}: {message}")]
+    Record {
+        /// The object key.
+        key: String,
+        /// What failed (never a credential).
+        message: String,
+    },
 }
 
 impl ReconcileError for Error {
@@ -51,6 +67,7 @@ impl ReconcileError for Error {
         match self {
             Error::Api { .. } => "api",
             Error::Finalizer(_) => "finalizer",
+            Error::Record { .. } => "catalog_record",
         }
     }
     fn class(&self) -> ErrorClass {
@@ -76,6 +93,10 @@ pub struct Context {
     pub delete_requests: ApiResource,
     /// The per-application gauges read from the catalog.
     pub gauges: crate::metrics::CatalogGauges,
+    /// The catalog records' bucket side.
+    pub mirror: Arc<crate::records::Mirror>,
+    /// How long to wait before looking again while the bucket is not configured.
+    pub unconfigured_requeue: Duration,
 }
 
 /// Reconciles one Backup.
@@ -110,14 +131,16 @@ async fn reconcile_backup(backup: Arc<Backup>, ctx: &Context) -> Result<Action, 
     {
         // Only the legacy finalizer: the helper below would not see it.
         cleanup(&backup, ctx).await?;
+        delete_record(&backup, ctx).await?;
         remove_finalizers(&api, &backup).await?;
         return Ok(Action::await_change());
     }
     let result = finalizer(&api, finalizers::CLEANUP, backup, |event| async move {
         match event {
-            Event::Apply(_) => Ok(Action::await_change()),
+            Event::Apply(b) => write_record(&b, ctx).await,
             Event::Cleanup(b) => {
                 cleanup(&b, ctx).await?;
+                delete_record(&b, ctx).await?;
                 if b.finalizers()
                     .iter()
                     .any(|f| f == finalizers::CLEANUP_VELERO_LEGACY)
@@ -138,6 +161,84 @@ async fn reconcile_backup(backup: Arc<Backup>, ctx: &Context) -> Result<Action, 
         | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
         other => Error::Finalizer(other.to_string()),
     })
+}
+
+/// Writes the Backup's record when it changed (see the module documentation).
+async fn write_record(backup: &Backup, ctx: &Context) -> Result<Action, Error> {
+    let ns = backup.namespace().unwrap_or_default();
+    let name = backup.name_any();
+    let key = backup_storage::catalog::object_key(&ns, &name);
+    let bucket = match ctx.mirror.bucket().await {
+        Ok(Some(bucket)) => bucket,
+        Ok(None) if ctx.mirror.enabled() => {
+            return Ok(Action::requeue(ctx.unconfigured_requeue));
+        }
+        Ok(None) => return Ok(Action::await_change()),
+        Err(e) => {
+            return Err(Error::Record {
+                key,
+                message: e.to_string(),
+            });
+        }
+    };
+    let (bytes, digest) = bucket.seal(backup);
+    if backup.annotations().get(crate::records::RECORD_ANNOTATION) == Some(&digest) {
+        return Ok(Action::await_change());
+    }
+    if let Err(e) = bucket.s3.put(&key, bytes).await {
+        if !e.is_transient() {
+            ctx.mirror.invalidate().await;
+        }
+        return Err(Error::Record {
+            key,
+            message: e.to_string(),
+        });
+    }
+    metrics::counter!(crate::metrics::CATALOG_WRITTEN).increment(1);
+    let patch = json!({"metadata": {"annotations": {crate::records::RECORD_ANNOTATION: digest}}});
+    match Api::<Backup>::namespaced(ctx.client.clone(), &ns)
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::debug!(backup = %format!("{ns}/{name}"), "wrote the catalog record");
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
+        Err(source) => Err(Error::Api {
+            action: "annotate",
+            object: format!("Backup {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+/// Deletes the Backup's record: must succeed when the annotation says one was written; tried once
+/// otherwise (a record written by a replica killed before it annotated).
+async fn delete_record(backup: &Backup, ctx: &Context) -> Result<(), Error> {
+    let ns = backup.namespace().unwrap_or_default();
+    let key = backup_storage::catalog::object_key(&ns, &backup.name_any());
+    let written = backup
+        .annotations()
+        .contains_key(crate::records::RECORD_ANNOTATION);
+    let result = match ctx.mirror.bucket().await {
+        Ok(Some(bucket)) => bucket.s3.delete(&key).await.map_err(|e| e.to_string()),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(()) => {
+            if written {
+                metrics::counter!(crate::metrics::CATALOG_DELETED).increment(1);
+            }
+            Ok(())
+        }
+        Err(message) if written => Err(Error::Record { key, message }),
+        Err(message) => {
+            tracing::debug!(record = %key, error = %message, "could not delete a catalog record that was never annotated as written; continuing");
+            Ok(())
+        }
+    }
 }
 
 /// Removes the legacy finalizer (and ours, for the legacy-only case) with a JSON patch.

@@ -16,13 +16,17 @@
 //!     PerconaServerMongoDBBackup ─► its job ─┤
 //!  foundationdb-<app>, mongodb-<app>, MongoDB│
 //!     apps ─► jobs of its application ───────┘
-//!  Backup ──────────────────────────────────────► catalog finalizer (leader only)
+//!  Backup ──────────────────────────────────────► catalog finalizer (leader only): driver cleanup,
+//!                                                  the Backup's record in the system bucket
+//!  system bucket catalog/v1/ (every --catalog-sync-interval) ─► catalog sync (leader only):
+//!                                                  missing Backups re-created from valid records
 //!  Plan ────────────────────────────────────────► Plan controller (leader only): BackupJobs per slot
 //! ```
 //!
 //! Modules: [`pipeline`] (the gate before any driver, pure), [`drivers`] (one module per strategy
 //! kind: pure decisions over the caches + the executor), [`controller`] (reconcile, leases,
-//! fencing), [`catalog`] (the Backup finalizer), [`plans`] (Plan schedules), [`context`] (caches and writes), [`events`],
+//! fencing), [`catalog`] (the Backup finalizer and record writes), [`records`] (the
+//! signing key, the bucket, Backup ⇄ record), [`catalog_sync`] (re-creating Backups from records), [`plans`] (Plan schedules), [`context`] (caches and writes), [`events`],
 //! [`metrics`], [`args`].
 //!
 //! Invariants: everything is re-derived from the cluster on every reconcile (kill -9 at any instant
@@ -31,6 +35,7 @@
 
 pub mod args;
 pub mod catalog;
+pub mod catalog_sync;
 pub mod context;
 pub mod controller;
 pub mod drivers;
@@ -38,6 +43,7 @@ pub mod events;
 pub mod metrics;
 pub mod pipeline;
 pub mod plans;
+pub mod records;
 
 use std::sync::Arc;
 
@@ -295,11 +301,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             futures::future::ready(())
         });
     let plans = plan_controller(client.clone(), leader.clone(), &args, &wctx);
-    let catalog = catalog_controller(client, leader, &wctx);
+    let mirror = Arc::new(records::Mirror::new(client.clone(), &args.runner));
+    let (backups, backup_events) = Watch::<Backup>::new(client.clone())
+        .strip_managed_fields()
+        .reflect(&wctx);
+    let sync = runtime::Singleton::new(COMPONENT, "catalog-sync", leader.clone())
+        .tick(args.runner.catalog_sync_interval)
+        .run(
+            catalog_sync::CatalogSync::new(
+                client.clone(),
+                mirror.clone(),
+                backups.clone(),
+                runtime::events::recorder(&client, COMPONENT, &args.lease),
+                &args.runner.catalog_key_secret,
+            ),
+            wctx.shutdown.clone(),
+        );
+    let catalog = catalog_controller(
+        client,
+        leader,
+        (backups, backup_events),
+        mirror,
+        args.runner.catalog_sync_interval,
+        &wctx,
+    );
     daemon
         .run(async move {
-            tokio::join!(jobs, catalog, plans);
-            Ok(())
+            let (_, _, _, sync) = tokio::join!(jobs, catalog, plans, sync);
+            Ok(sync?)
         })
         .await
 }
@@ -367,10 +396,17 @@ fn route_events(
 }
 
 /// The Backup finalizer controller; every Backup is re-evaluated when this replica wins leadership.
-async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: &WatchContext) {
-    let (store, backups) = Watch::<Backup>::new(client.clone())
-        .strip_managed_fields()
-        .reflect(wctx);
+async fn catalog_controller(
+    client: Client,
+    leader: lease::LeaderElector,
+    (store, backups): (
+        Store<Backup>,
+        impl futures::Stream<Item = Result<Backup, watcher::Error>> + Send + 'static,
+    ),
+    mirror: Arc<records::Mirror>,
+    unconfigured_requeue: std::time::Duration,
+    wctx: &WatchContext,
+) {
     let leadership = tokio_stream_of(leader.subscribe());
     let ctx = Arc::new(catalog::Context {
         client,
@@ -387,6 +423,8 @@ async fn catalog_controller(client: Client, leader: lease::LeaderElector, wctx: 
         },
         delete_requests: erase::<api::thirdparty::velero::DeleteBackupRequest>(),
         gauges: Default::default(),
+        mirror,
+        unconfigured_requeue,
     });
     Controller::for_stream(backups, store)
         .reconcile_all_on(leadership)

@@ -20,8 +20,37 @@ pub const WINDOW_START: &str =
 /// Gauge `{namespace, application}`: Unix time where that window ends (the newest Backup's end).
 pub const WINDOW_END: &str = "cozy_backups_backup_runner_recoverable_window_end_timestamp_seconds";
 
+/// Counter `{reason}`: catalog records the sync refused (each object version counted once per
+/// process), reasons as in `backup_storage::catalog::Rejection::reason`.
+pub const CATALOG_REJECTED: &str = "cozy_backups_backup_runner_catalog_records_rejected_total";
+/// Counter: Backups re-created from their catalog record.
+pub const CATALOG_RESTORED: &str = "cozy_backups_backup_runner_catalog_records_restored_total";
+/// Counter: catalog records written (a Backup's first record, or a changed one).
+pub const CATALOG_WRITTEN: &str = "cozy_backups_backup_runner_catalog_records_written_total";
+/// Counter: catalog records deleted with their Backup.
+pub const CATALOG_DELETED: &str = "cozy_backups_backup_runner_catalog_records_deleted_total";
+/// Counter `{result}`: sync passes (`ok`, `unconfigured`, `error`).
+pub const CATALOG_SYNCS: &str = "cozy_backups_backup_runner_catalog_syncs_total";
+
 /// Describes every metric.
 pub fn describe() {
+    metrics::describe_counter!(
+        CATALOG_REJECTED,
+        "Catalog records refused by the sync, by reason (each object version once)."
+    );
+    metrics::describe_counter!(
+        CATALOG_RESTORED,
+        "Backups re-created from their catalog record."
+    );
+    metrics::describe_counter!(CATALOG_WRITTEN, "Catalog records written to the bucket.");
+    metrics::describe_counter!(
+        CATALOG_DELETED,
+        "Catalog records deleted with their Backup."
+    );
+    metrics::describe_counter!(CATALOG_SYNCS, "Catalog sync passes, by result.");
+    for reason in backup_storage::catalog::Rejection::REASONS {
+        metrics::counter!(CATALOG_REJECTED, "reason" => reason).increment(0);
+    }
     metrics::describe_counter!(RUNS, "BackupJobs that reached a terminal phase, by result.");
     metrics::describe_histogram!(
         DURATION,

@@ -8,6 +8,7 @@ mod support;
 
 mod altinity;
 mod bad_input;
+mod catalog;
 mod cnpg;
 mod deploy;
 mod etcd;

@@ -209,7 +209,10 @@ pub fn seal(key: &[u8], payload: &Payload) -> Vec<u8> {
     let mut record = serde_json::Map::new();
     record.insert("format".into(), FORMAT.into());
     record.insert("keyId".into(), key_id(key).into());
-    record.insert("mac".into(), format!("{MAC_PREFIX}{}", hex::encode(tag)).into());
+    record.insert(
+        "mac".into(),
+        format!("{MAC_PREFIX}{}", hex::encode(tag)).into(),
+    );
     record.insert("payload".into(), value);
     canonical(&Value::Object(record)).into_bytes()
 }
@@ -245,7 +248,8 @@ pub fn open(key: &[u8], object_key: &str, bytes: &[u8]) -> Result<Payload, Rejec
         _ => return Err(Rejection::Signature("record is not signed (no MAC)")),
     };
     if mac(key, payload).verify_slice(&tag).is_err() {
-        let other_key = matches!(record.get("keyId"), Some(Value::String(id)) if *id != key_id(key));
+        let other_key =
+            matches!(record.get("keyId"), Some(Value::String(id)) if *id != key_id(key));
         return Err(Rejection::Signature(if other_key {
             "MAC does not verify: the record names another signing key"
         } else {
@@ -298,7 +302,10 @@ mod tests {
         // Key order and whitespace of the file do not matter: the MAC covers the canonical form.
         let mut v: Value = serde_json::from_slice(&bytes).unwrap();
         let pretty = serde_json::to_vec_pretty(&v).unwrap();
-        assert_eq!(open(KEY, &object_key("tenant-a", "b1"), &pretty).unwrap(), p);
+        assert_eq!(
+            open(KEY, &object_key("tenant-a", "b1"), &pretty).unwrap(),
+            p
+        );
         v["payload"]["status"]["artifact"]["uri"] = json!("cnpg://other/b9");
         let tampered = serde_json::to_vec(&v).unwrap();
         assert_eq!(
@@ -322,12 +329,21 @@ mod tests {
         assert_eq!(at(k, &good[..good.len() / 2]), "malformed");
         assert_eq!(at(k, b"not json"), "malformed");
         assert_eq!(at(k, b"[1]"), "malformed");
-        assert_eq!(at(k, br#"{"format":"cozy-backups.catalog.v9"}"#), "unsupported_version");
-        let forged = seal(b"the tenant's own key, not ours!!", &payload("tenant-a", "b1"));
+        assert_eq!(
+            at(k, br#"{"format":"cozy-backups.catalog.v9"}"#),
+            "unsupported_version"
+        );
+        let forged = seal(
+            b"the tenant's own key, not ours!!",
+            &payload("tenant-a", "b1"),
+        );
         assert_eq!(at(k, &forged), "bad_signature");
         let mut unsigned: Value = serde_json::from_slice(&good).unwrap();
         unsigned.as_object_mut().unwrap().remove("mac");
-        assert_eq!(at(k, &serde_json::to_vec(&unsigned).unwrap()), "bad_signature");
+        assert_eq!(
+            at(k, &serde_json::to_vec(&unsigned).unwrap()),
+            "bad_signature"
+        );
         let big = vec![b' '; RECORD_MAX_BYTES as usize + 1];
         assert_eq!(at(k, &big), "too_large");
         match open(b"the tenant's own key, not ours!!", k, &good) {
