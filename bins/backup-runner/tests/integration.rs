@@ -11,6 +11,7 @@ mod bad_input;
 mod catalog;
 mod cnpg;
 mod deploy;
+mod disaster_recovery;
 mod etcd;
 mod failover;
 mod faults;
