@@ -532,3 +532,119 @@ async fn a_killed_runner_converges_without_duplicates() {
     }
     assert_eq!(keys(&s3, &record::namespace_prefix(A)).await.len(), 2 * N);
 }
+
+/// Runs the kubectl plugin's binary against the test's API as the admin.
+fn ctl(dr: &Dr, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(bin("cozy-backups-ctl"))
+        .arg(format!("--kubeconfig={}", dr.h.kubeconfig_path().display()))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn row<'a>(out: &'a str, first: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(first))
+        .unwrap_or_else(|| panic!("no row {first} in\n{out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_shows_status_previews_the_sync_and_exports() {
+    let dr = Dr::start(&[A, B], "s3,cosi", true).await;
+    let s3 = dr.s3().await;
+    let bucket = dr.bucket().await;
+    dr.h.create(A, &backup(A, "genuine")).await;
+    dr.recorded(A, "genuine", WAIT).await;
+    // A Backup whose record was lost, a record whose namespace is gone, a forgery.
+    dr.h.create(B, &backup(B, "only-here")).await;
+    dr.recorded(B, "only-here", WAIT).await;
+    s3.delete(&record::object_key(B, "only-here"))
+        .await
+        .unwrap();
+    s3.put(
+        &record::object_key("tenant-gone", "lost"),
+        bucket.seal(&backup("tenant-gone", "lost")).0,
+    )
+    .await
+    .unwrap();
+    let forged = Bucket::new(s3.clone(), b"a key the tenant made up itself!".to_vec());
+    s3.put(
+        &record::object_key(A, "forged"),
+        forged.seal(&backup(A, "forged")).0,
+    )
+    .await
+    .unwrap();
+    let ca = format!("--ca-file={}", dr.dp.ca_file.display());
+
+    let (code, out, err) = ctl(&dr, &["catalog", "status", &ca]);
+    assert_eq!(code, 0, "{err}");
+    assert!(row(&out, "tenant-a/genuine").contains("in-both"), "{out}");
+    assert!(
+        row(&out, "tenant-b/only-here").contains("cluster-only"),
+        "{out}"
+    );
+    assert!(
+        row(&out, "tenant-gone/lost").contains("bucket-only"),
+        "{out}"
+    );
+    assert!(
+        row(&out, "catalog/v1/tenant-a/forged.json").contains("refused:bad_signature"),
+        "{out}"
+    );
+
+    let (code, _, err) = ctl(&dr, &["catalog", "sync", &ca]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--dry-run"), "{err}");
+    let (code, out, err) = ctl(&dr, &["catalog", "sync", "--dry-run", &ca]);
+    assert_eq!(code, 0, "{err}");
+    assert!(row(&out, "tenant-a/genuine").contains("keep"), "{out}");
+    assert!(
+        row(&out, "tenant-gone/lost").contains("namespace tenant-gone does not exist"),
+        "{out}"
+    );
+    assert!(
+        row(&out, "tenant-a/forged").contains("refuse (bad_signature)"),
+        "{out}"
+    );
+
+    let (code, out, err) = ctl(&dr, &["catalog", "export", "-n", A, &ca]);
+    assert_eq!(code, 0, "{err}");
+    let records: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 2, "{out}");
+    let genuine = records
+        .iter()
+        .find(|r| r["key"] == "catalog/v1/tenant-a/genuine.json")
+        .unwrap();
+    assert_eq!(
+        genuine["payload"]["status"]["artifact"]["uri"],
+        "cnpg://postgres-orders-db/genuine"
+    );
+    // No secret in anything it printed.
+    let creds =
+        dr.h.secret_data("tenant-root", "bucket-cozy-backups-system-credentials")
+            .await
+            .unwrap();
+    assert!(!out.contains(&creds["secretKey"]) && !out.contains(&hex::encode(dr.key().await)));
+
+    // A missing Secret is named, with the flag that overrides it.
+    let (code, _, err) = ctl(
+        &dr,
+        &[
+            "catalog",
+            "status",
+            &ca,
+            "--key-secret=cozy-backup-controller/nope",
+        ],
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("Secret cozy-backup-controller/nope not found (--key-secret)"),
+        "{err}"
+    );
+}

@@ -29,6 +29,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
 
+pub mod catalog;
 mod jobs;
 mod render;
 pub mod status;
@@ -190,6 +191,13 @@ pub enum Command {
         /// Output format.
         #[arg(short, long, env = "COZY_BACKUPS_CTL_OUTPUT", value_enum, default_value_t = Output::Yaml)]
         output: Output,
+    },
+    /// The Backup catalog's signed records in the system bucket (disaster recovery): status,
+    /// sync --dry-run, export. Needs `get` on the bucket's credentials and the key Secret.
+    Catalog {
+        /// What to do.
+        #[command(subcommand)]
+        command: catalog::CatalogCommand,
     },
     /// Print a shell completion script (source it, or install it where the shell looks).
     Completion {
@@ -367,6 +375,10 @@ pub async fn run(args: Args, out: &mut dyn Write, err: &mut dyn Write) -> anyhow
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Args::command(), completion_name(), out);
             Ok(())
+        }
+        Command::Catalog { command } => {
+            let (client, ns) = connect(&args.kube).await?;
+            catalog::run(client, &ns, command, out).await
         }
         Command::FindKind { kind, output } => {
             let (client, _) = connect(&args.kube).await?;
