@@ -18,6 +18,11 @@
 //! tokens (`<dev-dir>/lease-tokens/<component>`, audience `cozy-backups-lease`) reviewed against
 //! the emulator.
 //!
+//! With `--real-api` the same plane runs on kube-apiserver, etcd and kube-controller-manager
+//! (built by `hack/install-kube.sh`; `COZY_KUBE_BIN` names another directory of them), started
+//! by the end-to-end harness's real backend ([`harness::ControlPlane`], docs/real-api.md) instead
+//! of the emulator; `--persist` and a fixed `--port` are emulator-only.
+//!
 //! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
 //! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
 //! are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
@@ -178,28 +183,137 @@ pub struct Args {
     /// and print how to watch a failover.
     #[arg(long, env = "DEV_HA")]
     pub ha: bool,
+    /// Run on kube-apiserver + etcd + kube-controller-manager (hack/install-kube.sh builds them;
+    /// COZY_KUBE_BIN names another directory of them) instead of the kube emulator.
+    #[arg(long, env = "DEV_REAL_API")]
+    pub real_api: bool,
     /// Directory of the PostgreSQL client binaries (psql seeds the sample rows).
     #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub pg_bin_dir: PathBuf,
 }
 
+/// The API server the plane runs on.
+enum Plane {
+    /// The kube emulator, in this process.
+    Emulator(Box<kube_emulator::Running>),
+    /// kube-apiserver, etcd and kube-controller-manager (`--real-api`), started by the harness's
+    /// real backend; its watchdog stops them and removes their directory when this process ends.
+    Real(&'static harness::ControlPlane),
+}
+
+impl Plane {
+    /// Starts the API server with the CRDs of `args.crds` served and writes the admin's kubeconfig
+    /// to `kubeconfig`.
+    async fn start(args: &Args, kubeconfig: &std::path::Path) -> anyhow::Result<Self> {
+        if !args.real_api {
+            let config = kube_emulator::Config {
+                port: args.port,
+                kubeconfig_out: Some(kubeconfig.to_path_buf()),
+                crd_dirs: vec![args.crds.clone()],
+                snapshot: args.persist.then(|| args.dev_dir.join("snapshot.json")),
+                audit_log: Some(args.dev_dir.join("audit.jsonl")),
+                ..Default::default()
+            };
+            let emulator = kube_emulator::Emulator::start(config)
+                .await
+                .context("starting the kube emulator")?;
+            return Ok(Self::Emulator(Box::new(emulator)));
+        }
+        anyhow::ensure!(
+            !args.persist,
+            "--persist keeps the emulator's objects; the real API server keeps nothing across \
+             restarts here (etcd runs in a temporary directory)"
+        );
+        anyhow::ensure!(
+            args.port == 0,
+            "--port {}: the real API server listens on a free port of its own choosing",
+            args.port
+        );
+        let cp = tokio::task::spawn_blocking(harness::ControlPlane::shared)
+            .await
+            .context("starting the real control plane")?
+            .context("starting the real control plane (hack/install-kube.sh builds it)")?;
+        if args.crds != harness::crd_dir() {
+            harness::crds::apply_dir(&cp.client(&cp.admin_token), &args.crds)
+                .await
+                .with_context(|| format!("applying the CRDs of {}", args.crds.display()))?;
+        }
+        harness::real::write_admin_kubeconfig(cp, kubeconfig)
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        Ok(Self::Real(cp))
+    }
+
+    /// A client of the admin.
+    fn client(&self) -> kube::Client {
+        match self {
+            Self::Emulator(e) => e.client(),
+            Self::Real(cp) => cp.client(&cp.admin_token),
+        }
+    }
+
+    /// The API server's URL.
+    fn url(&self) -> String {
+        match self {
+            Self::Emulator(e) => e.url(),
+            Self::Real(cp) => cp.url.clone(),
+        }
+    }
+
+    /// What the plane's API server is and costs, for the summary: one line per process with its
+    /// resident memory (the emulator runs inside this process).
+    fn describe(&self) -> Vec<String> {
+        match self {
+            Self::Emulator(_) => vec![format!(
+                "kube emulator in devcluster (pid {}): {}",
+                std::process::id(),
+                harness::rss(Some(std::process::id()))
+            )],
+            Self::Real(cp) => {
+                let mut lines = vec![format!(
+                    "kube-apiserver {} with etcd and kube-controller-manager (binaries {}, audit log {})",
+                    cp.version,
+                    cp.bin_dir.display(),
+                    cp.audit_log.display()
+                )];
+                lines.extend(
+                    cp.pids
+                        .iter()
+                        .zip(cp.rss())
+                        .map(|((name, pid), (_, rss))| format!("{name} (pid {pid}): {rss}")),
+                );
+                lines
+            }
+        }
+    }
+
+    /// Stops the API server: the emulator at once; the real processes get SIGTERM (the harness's
+    /// watchdog kills what is left and removes their directory once this process has ended).
+    async fn shutdown(self) {
+        match self {
+            Self::Emulator(e) => e.shutdown().await,
+            Self::Real(cp) => {
+                for (_, pid) in &cp.pids {
+                    if let Some(pid) = i32::try_from(*pid)
+                        .ok()
+                        .and_then(rustix::process::Pid::from_raw)
+                    {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Runs the dev control plane until a signal, `--exit-after`, or (with `--check`) verification.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     std::fs::create_dir_all(&args.dev_dir)
         .with_context(|| format!("creating {}", args.dev_dir.display()))?;
     let kubeconfig = args.dev_dir.join("kubeconfig");
-    let config = kube_emulator::Config {
-        port: args.port,
-        kubeconfig_out: Some(kubeconfig.clone()),
-        crd_dirs: vec![args.crds.clone()],
-        snapshot: args.persist.then(|| args.dev_dir.join("snapshot.json")),
-        audit_log: Some(args.dev_dir.join("audit.jsonl")),
-        ..Default::default()
-    };
-    let emulator = kube_emulator::Emulator::start(config)
-        .await
-        .context("starting the kube emulator")?;
-    let crds: Api<CustomResourceDefinition> = Api::all(emulator.client());
+    let plane = Plane::start(&args, &kubeconfig).await?;
+    let api_started = started.elapsed();
+    let crds: Api<CustomResourceDefinition> = Api::all(plane.client());
     let served = crds
         .list(&ListParams::default())
         .await
@@ -215,7 +329,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "only {served} of {on_disk} CRDs are served"
     );
 
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(emulator.client());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(plane.client());
     for ns in NAMESPACES {
         let body = k8s_openapi::api::core::v1::Namespace {
             metadata: kube::api::ObjectMeta {
@@ -231,7 +345,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
-    seed_platform_objects(&emulator.client())
+    seed_platform_objects(&plane.client())
         .await
         .context("creating the platform objects")?;
 
@@ -298,7 +412,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 Some(component) => {
                     if !tokens.contains_key(&component) {
                         let (_, token) =
-                            harness::identity::provision_component(emulator.client(), &component)
+                            harness::identity::provision_component(plane.client(), &component)
                                 .await
                                 .with_context(|| format!("provisioning {component}'s identity"))?;
                         tokens.insert(component.clone(), token);
@@ -322,7 +436,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 let token = match lease_tokens.get(&component) {
                     Some(path) => path,
                     None => {
-                        let path = lease_token(&emulator.client(), &component, &args.dev_dir)
+                        let path = lease_token(&plane.client(), &component, &args.dev_dir)
                             .await
                             .with_context(|| format!("issuing {component}'s lease token"))?;
                         lease_tokens.entry(component.clone()).or_insert(path)
@@ -365,16 +479,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
-    seed_tenant(&emulator.client())
+    seed_tenant(&plane.client())
         .await
         .context("seeding the example tenant")?;
-    let orders_uri = seed_sample_rows(&emulator.client(), &args.pg_bin_dir)
+    let orders_uri = seed_sample_rows(&plane.client(), &args.pg_bin_dir)
         .await
         .context("seeding the sample rows of tenant-acme/orders-db")?;
 
     let kc = kubeconfig.display();
     println!("Dev control plane is up.");
-    println!("  API server:  {}", emulator.url());
+    println!("  API server:  {}", plane.url());
+    for line in plane.describe() {
+        println!("               {line}");
+    }
+    println!(
+        "  started in:  {:.1} s to the API server serving the CRDs, {:.1} s to every daemon ready and the tenant seeded",
+        api_started.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     println!("  kubeconfig:  {kc}");
     println!(
         "  CRDs:        {served} served from {}",
@@ -418,13 +540,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if !args.no_demo {
         let e = s3.as_ref().context("the S3 server is not running")?;
-        demo_backup(&emulator.client(), e)
+        demo_backup(&plane.client(), e)
             .await
             .context("the demo backup (examples/backupjob.yaml)")?;
-        demo_restore(&emulator.client(), &args.pg_bin_dir, &orders_uri)
+        demo_restore(&plane.client(), &args.pg_bin_dir, &orders_uri)
             .await
             .context("the demo point-in-time restore (examples/restorejob-pitr.yaml)")?;
-        demo_failed_cleanup(&emulator.client())
+        demo_failed_cleanup(&plane.client())
             .await
             .context("the demo failed-backup cleanup")?;
         demo_status(&kubeconfig).context("the tenant's status (kubectl cozy-backups status)")?;
@@ -473,7 +595,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         d.kill().await?;
     }
-    emulator.shutdown().await;
+    plane.shutdown().await;
     if !args.check {
         println!("Stopped.");
     }

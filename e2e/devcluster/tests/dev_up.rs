@@ -3,7 +3,7 @@
 //! backup and the demo point-in-time restore to `Succeeded`, watches the retention-cleaner delete the
 //! demo's failed BackupJob, and exits 0. After that work it scrapes every daemon's `/metrics`
 //! (`--metrics-dir`): every metric the alerts and the dashboard in deploy/monitoring select must be
-//! among the exported names.
+//! among the exported names. With `--real-api` the same check passes on kube-apiserver.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,8 +14,43 @@ use std::time::{Duration, Instant};
 /// archive, back up and restore over TLS with the dev CA.
 #[test]
 fn check_mode_starts_everything_and_prints_next_steps() {
+    let stdout = check("devcluster-test", &[]);
+    assert!(
+        stdout.contains("kube emulator in devcluster (pid "),
+        "{stdout}"
+    );
+}
+
+/// The same check on kube-apiserver, etcd and kube-controller-manager (`--real-api`), when
+/// their binaries are there (`COZY_KUBE_BIN`, as hack/test-real-api.sh sets it); skipped with a
+/// note otherwise.
+#[test]
+fn check_mode_on_the_real_api() {
+    let bin = std::env::var_os("COZY_KUBE_BIN").map(std::path::PathBuf::from);
+    if !bin.is_some_and(|b| b.join("kube-apiserver").is_file()) {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "check_mode_on_the_real_api: skipped, COZY_KUBE_BIN names no kube-apiserver"
+        );
+        return;
+    }
+    let stdout = check("devcluster-real", &["--real-api"]);
+    assert!(stdout.contains("kube-apiserver v1.37"), "{stdout}");
+    for process in [
+        "etcd (pid ",
+        "kube-apiserver (pid ",
+        "kube-controller-manager (pid ",
+    ] {
+        assert!(stdout.contains(process), "{process}: {stdout}");
+    }
+}
+
+/// Runs `devcluster --check` with `extra` arguments in a fresh private directory named after
+/// `name`, asserts everything the check shows, and answers its stdout.
+fn check(name: &str, extra: &[&str]) -> String {
     use std::os::unix::fs::DirBuilderExt as _;
-    let dev_dir = std::env::temp_dir().join(format!("devcluster-test-{}", std::process::id()));
+    let dev_dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dev_dir);
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -27,6 +62,7 @@ fn check_mode_starts_everything_and_prints_next_steps() {
         .arg(&dev_dir)
         .arg("--metrics-dir")
         .arg(&metrics_dir)
+        .args(extra)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -84,8 +120,10 @@ fn check_mode_starts_everything_and_prints_next_steps() {
     // the admin token.
     assert!(text.contains("server: https://127.0.0.1:"), "{text}");
     assert!(text.contains("certificate-authority-data: ") && text.contains("    token: "));
+    assert!(stdout.contains("  started in:  "), "{stdout}");
     monitoring_names_are_exported(&metrics_dir);
     let _ = std::fs::remove_dir_all(&dev_dir);
+    stdout.into_owned()
 }
 
 /// Every metric name deploy/monitoring's alerts and dashboard select is one a daemon exported

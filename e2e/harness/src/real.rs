@@ -585,7 +585,7 @@ fn write_kubeconfig(
 }
 
 /// Writes the admin kubeconfig of `cp` to `path` (a harness's own copy).
-pub(crate) fn write_admin_kubeconfig(cp: &ControlPlane, path: &Path) -> Result<(), Error> {
+pub fn write_admin_kubeconfig(cp: &ControlPlane, path: &Path) -> Result<(), Error> {
     write_kubeconfig(path, &cp.url, &cp.ca_pem, &cp.admin_token, "default")
 }
 
