@@ -95,7 +95,7 @@ pub struct Report {
     pub namespace_missing: u64,
     /// Records refused in this pass (new refusals only), by reason.
     pub rejected: BTreeMap<&'static str, u64>,
-    /// S3 requests the bucket client has made so far (this process).
+    /// S3 requests the bucket client has made so far (all passes and record writes).
     pub s3_requests: u64,
     /// Creates that failed for a reason other than "exists" (tried again next pass).
     pub failed: u64,
@@ -183,7 +183,10 @@ impl CatalogSync {
             .into_iter()
             .filter_map(|n| n.metadata.name)
             .collect();
+        let requests_before = bucket.s3.requests();
         let result = self.walk(&bucket, &namespaces, &mut report).await;
+        metrics::counter!(crate::metrics::CATALOG_SYNC_S3_REQUESTS)
+            .increment(bucket.s3.requests().saturating_sub(requests_before));
         let label = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!(crate::metrics::CATALOG_SYNCS, "result" => label).increment(1);
         result.map(|()| report)

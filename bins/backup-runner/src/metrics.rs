@@ -29,6 +29,9 @@ pub const CATALOG_RESTORED: &str = "cozy_backups_backup_runner_catalog_records_r
 pub const CATALOG_WRITTEN: &str = "cozy_backups_backup_runner_catalog_records_written_total";
 /// Counter: catalog records deleted with their Backup.
 pub const CATALOG_DELETED: &str = "cozy_backups_backup_runner_catalog_records_deleted_total";
+/// Counter: S3 requests made by sync passes (listings and record reads).
+pub const CATALOG_SYNC_S3_REQUESTS: &str =
+    "cozy_backups_backup_runner_catalog_sync_s3_requests_total";
 /// Counter `{result}`: sync passes (`ok`, `unconfigured`, `error`).
 pub const CATALOG_SYNCS: &str = "cozy_backups_backup_runner_catalog_syncs_total";
 
@@ -48,6 +51,10 @@ pub fn describe() {
         "Catalog records deleted with their Backup."
     );
     metrics::describe_counter!(CATALOG_SYNCS, "Catalog sync passes, by result.");
+    metrics::describe_counter!(
+        CATALOG_SYNC_S3_REQUESTS,
+        "S3 requests made by catalog sync passes."
+    );
     for reason in backup_storage::catalog::Rejection::REASONS {
         metrics::counter!(CATALOG_REJECTED, "reason" => reason).increment(0);
     }

@@ -648,3 +648,91 @@ async fn the_plugin_shows_status_previews_the_sync_and_exports() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_re_created_backups_and_their_records_as_the_originals() {
+    let mut dr = Dr::start(&[A], "s3,cosi", true).await;
+    let s3 = dr.s3().await;
+    let bucket = dr.bucket().await;
+    // Three Plan-made Backups of a lost cluster, a day apart, only in the bucket.
+    let now = chrono::Utc::now();
+    let mut names = Vec::new();
+    for days in [3i64, 2, 1] {
+        let t = now - chrono::Duration::days(days);
+        let name = schedule::backup_job_name("nightly", t);
+        let mut b = backup(A, &name);
+        b.spec.plan_ref = Some(api::LocalObjectReference::new("nightly"));
+        b.spec.taken_at =
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.to_rfc3339().parse().unwrap());
+        s3.put(&record::object_key(A, &name), bucket.seal(&b).0)
+            .await
+            .unwrap();
+        names.push(name);
+    }
+    for name in &names {
+        let b = eventually_within(&format!("{name} re-created"), WAIT, || async {
+            dr.backups(A).get_opt(name).await.unwrap()
+        })
+        .await;
+        assert_eq!(b.labels()[RESTORED_LABEL], "true");
+    }
+    // The Plan re-created by the operator, keepLast 1; the retention-cleaner as deployed.
+    let mut plan = api::backups::Plan::test("nightly", "0 3 1 1 *")
+        .for_app("Postgres", "orders-db")
+        .class("cozy-default")
+        .build();
+    plan.spec.retention_policy = Some(api::backups::RetentionPolicy {
+        keep_last: Some(1),
+        ..Default::default()
+    });
+    dr.h.create(A, &plan).await;
+    dr.h.spawn_ready(
+        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
+            .args(["--max-delete-percent=100", "--debounce=200ms"]),
+        WAIT,
+    )
+    .await
+    .unwrap();
+    let newest = names.last().unwrap().clone();
+    eventually_within(
+        "only the newest Backup and its record left",
+        WAIT,
+        || async {
+            let left: Vec<String> = dr
+                .backups(A)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .map(|b| b.name_any())
+                .collect();
+            let records = keys(&s3, &record::namespace_prefix(A)).await;
+            (left == [newest.clone()] && records == [record::object_key(A, &newest)]).then_some(())
+        },
+    )
+    .await;
+    // And the sync does not bring the deleted ones back.
+    let admin = dr.runner().await;
+    let passes = admin.metrics().value(
+        "cozy_backups_backup_runner_catalog_syncs_total",
+        &[("result", "ok")],
+    );
+    eventually_within("two more passes", WAIT, || async {
+        (admin.metrics().value(
+            "cozy_backups_backup_runner_catalog_syncs_total",
+            &[("result", "ok")],
+        ) >= passes + 2.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        dr.backups(A)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+}
