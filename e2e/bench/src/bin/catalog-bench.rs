@@ -28,7 +28,10 @@ fn backup(ns: &str, i: usize) -> Backup {
         .driver_metadata(&[
             ("cnpg.io/backup-name", name.as_str()),
             ("cnpg.io/server-name", "postgres-orders-db"),
-            ("cnpg.io/destination-path", "s3://bucket/postgres-orders-db/"),
+            (
+                "cnpg.io/destination-path",
+                "s3://bucket/postgres-orders-db/",
+            ),
         ])
         .build();
     b.status = Some(BackupStatus {
@@ -59,7 +62,13 @@ async fn count(client: &kube::Client, prefix: &str) -> anyhow::Result<usize> {
         .await?
         .items
         .iter()
-        .filter(|b| b.metadata.namespace.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|b| {
+            b.metadata
+                .namespace
+                .as_deref()
+                .unwrap_or("")
+                .starts_with(prefix)
+        })
         .count())
 }
 
@@ -125,7 +134,10 @@ async fn main() -> anyhow::Result<()> {
                 let (bytes, _) = bucket.seal(&b);
                 bucket
                     .s3
-                    .put(&record::object_key(&ns, &format!("orders-db-{i:05}")), bytes)
+                    .put(
+                        &record::object_key(&ns, &format!("orders-db-{i:05}")),
+                        bytes,
+                    )
                     .await?;
                 Ok(())
             }
