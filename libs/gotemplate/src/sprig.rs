@@ -1,0 +1,1429 @@
+//! slim-sprig's `FuncMap()`: every function whose result depends only on its arguments, with
+//! its Go parameter types (which decide what a template may pass) and its Go result type.
+//! A Go panic inside a function is an execution error, as `text/template` recovers it.
+//!
+//! Not offered (a template that calls one does not parse, and is used as written): the
+//! functions that read the clock, the environment, the network or a random source (`now`,
+//! `date*`, `ago`, `htmlDate*`, `unixEpoch`, `toDate`, `mustToDate`, `duration`,
+//! `durationRound`, `randInt`, `env`, `expandenv`, `getHostByName`) and `urlParse`/`urlJoin`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use sha1::Digest as _;
+
+use crate::exec::{Func, Ty, any_list, f, fv};
+use crate::fmt;
+use crate::parse::{go_f64_to_i64, parse_float};
+use crate::value::{Elem, Map, MapElem, Value, decode_rune, runes};
+
+use Ty::{Any, Bool, Float, Int, MapAny, Str};
+
+type Res = Result<Value, String>;
+
+/// The most bytes (or items) a function builds; Go would try to allocate more and abort the
+/// whole process.
+const MAX_SIZE: usize = 1 << 20;
+
+pub(crate) fn lookup(name: &str) -> Option<Func> {
+    Some(match name {
+        "hello" => f(&[], |_| Ok(Value::str("Hello!"))),
+        // Strings.
+        "trunc" => f(&[Int, Str], |a| {
+            let (c, s) = (int(&a[0]), bytes(&a[1]));
+            let n = s.len() as i64;
+            Ok(Value::str(if c < 0 && n + c > 0 {
+                &s[(n + c) as usize..]
+            } else if c >= 0 && n > c {
+                &s[..c as usize]
+            } else {
+                s
+            }))
+        }),
+        "trim" => f(&[Str], |a| {
+            Ok(Value::str(trim_func(bytes(&a[0]), char::is_whitespace)))
+        }),
+        "upper" => f(&[Str], |a| Ok(Value::str(map_runes(bytes(&a[0]), upper)))),
+        "lower" => f(&[Str], |a| Ok(Value::str(map_runes(bytes(&a[0]), lower)))),
+        "title" => f(&[Str], |a| Ok(Value::str(title(bytes(&a[0]))))),
+        "substr" => f(&[Int, Int, Str], |a| {
+            let (start, end, s) = (int(&a[0]), int(&a[1]), bytes(&a[2]));
+            let n = s.len() as i64;
+            let slice = |lo: i64, hi: i64| -> Res {
+                if lo < 0 || hi < lo || hi > n {
+                    return Err(format!("slice bounds out of range [{lo}:{hi}]"));
+                }
+                Ok(Value::str(&s[lo as usize..hi as usize]))
+            };
+            if start < 0 {
+                return slice(0, end);
+            }
+            if end < 0 || end > n {
+                return slice(start, n);
+            }
+            slice(start, end)
+        }),
+        "repeat" => f(&[Int, Str], |a| {
+            let (count, s) = (int(&a[0]), bytes(&a[1]));
+            repeat(s, count).map(Value::str)
+        }),
+        "trimall" | "trimAll" => f(&[Str, Str], |a| {
+            let cut: Vec<char> = runes(bytes(&a[0])).into_iter().map(|r| r.0).collect();
+            Ok(Value::str(trim_func(bytes(&a[1]), |c| cut.contains(&c))))
+        }),
+        "trimSuffix" => f(&[Str, Str], |a| {
+            let (suf, s) = (bytes(&a[0]), bytes(&a[1]));
+            Ok(Value::str(s.strip_suffix(suf).unwrap_or(s)))
+        }),
+        "trimPrefix" => f(&[Str, Str], |a| {
+            let (pre, s) = (bytes(&a[0]), bytes(&a[1]));
+            Ok(Value::str(s.strip_prefix(pre).unwrap_or(s)))
+        }),
+        "contains" => f(&[Str, Str], |a| {
+            Ok(Value::Bool(contains(bytes(&a[1]), bytes(&a[0]))))
+        }),
+        "hasPrefix" => f(&[Str, Str], |a| {
+            Ok(Value::Bool(bytes(&a[1]).starts_with(bytes(&a[0]))))
+        }),
+        "hasSuffix" => f(&[Str, Str], |a| {
+            Ok(Value::Bool(bytes(&a[1]).ends_with(bytes(&a[0]))))
+        }),
+        "quote" => fv(&[], Any, |a| {
+            let parts: Vec<Vec<u8>> = a
+                .iter()
+                .filter(|v| !matches!(v, Value::Invalid))
+                .map(|v| fmt::quote(&strval(v)).into_bytes())
+                .collect();
+            Ok(Value::str(parts.join(&b' ')))
+        }),
+        "squote" => fv(&[], Any, |a| {
+            let parts: Vec<Vec<u8>> = a
+                .iter()
+                .filter(|v| !matches!(v, Value::Invalid))
+                .map(|v| {
+                    let mut s = vec![b'\''];
+                    s.extend(fmt::sprint_v(v));
+                    s.push(b'\'');
+                    s
+                })
+                .collect();
+            Ok(Value::str(parts.join(&b' ')))
+        }),
+        "cat" => fv(&[], Any, |a| {
+            let parts: Vec<Vec<u8>> = a
+                .iter()
+                .filter(|v| !matches!(v, Value::Invalid))
+                .map(fmt::sprint_v)
+                .collect();
+            Ok(Value::str(parts.join(&b' ')))
+        }),
+        "indent" => f(&[Int, Str], |a| {
+            indent(int(&a[0]), bytes(&a[1])).map(Value::str)
+        }),
+        "nindent" => f(&[Int, Str], |a| {
+            let mut s = b"\n".to_vec();
+            s.extend(indent(int(&a[0]), bytes(&a[1]))?);
+            Ok(Value::str(s))
+        }),
+        "replace" => f(&[Str, Str, Str], |a| {
+            replace(bytes(&a[2]), bytes(&a[0]), bytes(&a[1])).map(Value::str)
+        }),
+        "plural" => f(&[Str, Str, Int], |a| {
+            Ok(if int(&a[2]) == 1 {
+                a[0].clone()
+            } else {
+                a[1].clone()
+            })
+        }),
+        "sha1sum" => f(&[Str], |a| {
+            Ok(Value::str(hex::encode(sha1::Sha1::digest(bytes(&a[0])))))
+        }),
+        "sha256sum" => f(&[Str], |a| {
+            Ok(Value::str(hex::encode(sha2::Sha256::digest(bytes(&a[0])))))
+        }),
+        "adler32sum" => f(&[Str], |a| {
+            let (mut s1, mut s2) = (1u32, 0u32);
+            for &b in bytes(&a[0]) {
+                s1 = (s1 + u32::from(b)) % 65521;
+                s2 = (s2 + s1) % 65521;
+            }
+            Ok(Value::str(((s2 << 16) | s1).to_string()))
+        }),
+        "toString" => f(&[Any], |a| Ok(Value::str(strval(&a[0])))),
+        "atoi" => f(&[Str], |a| {
+            Ok(Value::Int(parse_int10(bytes(&a[0])).unwrap_or(0)))
+        }),
+        "int64" => f(&[Any], |a| Ok(Value::Int64(to_int64(&a[0])))),
+        "int" => f(&[Any], |a| Ok(Value::Int(to_int64(&a[0])))),
+        "float64" => f(&[Any], |a| Ok(Value::Float(to_float64(&a[0])))),
+        "seq" => fv(&[], Int, |a| seq(&a.iter().map(int).collect::<Vec<_>>())),
+        "toDecimal" => f(&[Any], |a| {
+            let s = String::from_utf8_lossy(&fmt::sprint_v(&a[0])).into_owned();
+            Ok(Value::Int64(parse_int_base(&s, 8).unwrap_or(0)))
+        }),
+        "split" => f(&[Str, Str], |a| {
+            let parts = split(bytes(&a[1]), bytes(&a[0]), -1)?;
+            Ok(split_map(parts))
+        }),
+        "splitn" => f(&[Str, Int, Str], |a| {
+            let parts = split(bytes(&a[2]), bytes(&a[0]), int(&a[1]))?;
+            Ok(split_map(parts))
+        }),
+        "splitList" => f(&[Str, Str], |a| {
+            Ok(Value::strings(split(bytes(&a[1]), bytes(&a[0]), -1)?))
+        }),
+        "toStrings" => f(&[Any], |a| Ok(Value::strings(strslice(&a[0])))),
+        "until" => f(&[Int], |a| {
+            let c = int(&a[0]);
+            until_step(0, c, if c < 0 { -1 } else { 1 })
+        }),
+        "untilStep" => f(&[Int, Int, Int], |a| {
+            until_step(int(&a[0]), int(&a[1]), int(&a[2]))
+        }),
+        // Arithmetic.
+        "add1" => f(&[Any], |a| {
+            Ok(Value::Int64(to_int64(&a[0]).wrapping_add(1)))
+        }),
+        "add" => fv(&[], Any, |a| {
+            Ok(Value::Int64(
+                a.iter().fold(0i64, |s, v| s.wrapping_add(to_int64(v))),
+            ))
+        }),
+        "sub" => f(&[Any, Any], |a| {
+            Ok(Value::Int64(to_int64(&a[0]).wrapping_sub(to_int64(&a[1]))))
+        }),
+        "div" => f(&[Any, Any], |a| {
+            let d = to_int64(&a[1]);
+            if d == 0 {
+                return Err("runtime error: integer divide by zero".into());
+            }
+            Ok(Value::Int64(to_int64(&a[0]).wrapping_div(d)))
+        }),
+        "mod" => f(&[Any, Any], |a| {
+            let d = to_int64(&a[1]);
+            if d == 0 {
+                return Err("runtime error: integer divide by zero".into());
+            }
+            Ok(Value::Int64(to_int64(&a[0]).wrapping_rem(d)))
+        }),
+        "mul" => fv(&[Any], Any, |a| {
+            Ok(Value::Int64(
+                a[1..]
+                    .iter()
+                    .fold(to_int64(&a[0]), |s, v| s.wrapping_mul(to_int64(v))),
+            ))
+        }),
+        "biggest" | "max" => fv(&[Any], Any, |a| {
+            Ok(Value::Int64(
+                a[1..]
+                    .iter()
+                    .fold(to_int64(&a[0]), |m, v| m.max(to_int64(v))),
+            ))
+        }),
+        "min" => fv(&[Any], Any, |a| {
+            Ok(Value::Int64(
+                a[1..]
+                    .iter()
+                    .fold(to_int64(&a[0]), |m, v| m.min(to_int64(v))),
+            ))
+        }),
+        "maxf" => fv(&[Any], Any, |a| {
+            Ok(Value::Float(
+                a[1..]
+                    .iter()
+                    .fold(to_float64(&a[0]), |m, v| go_max(m, to_float64(v))),
+            ))
+        }),
+        "minf" => fv(&[Any], Any, |a| {
+            Ok(Value::Float(
+                a[1..]
+                    .iter()
+                    .fold(to_float64(&a[0]), |m, v| go_min(m, to_float64(v))),
+            ))
+        }),
+        "ceil" => f(&[Any], |a| Ok(Value::Float(to_float64(&a[0]).ceil()))),
+        "floor" => f(&[Any], |a| Ok(Value::Float(to_float64(&a[0]).floor()))),
+        "round" => fv(&[Any, Int], Float, |a| {
+            let round_on = match a.get(2) {
+                Some(Value::Float(r)) => *r,
+                _ => 0.5,
+            };
+            let val = to_float64(&a[0]);
+            let pow = 10f64.powf(int(&a[1]) as f64);
+            let digit = pow * val;
+            let div = digit - digit.trunc();
+            let r = if div >= round_on {
+                digit.ceil()
+            } else {
+                digit.floor()
+            };
+            Ok(Value::Float(r / pow))
+        }),
+        // String slices.
+        "join" => f(&[Str, Any], |a| {
+            Ok(Value::str(strslice(&a[1]).join(bytes(&a[0]))))
+        }),
+        "sortAlpha" => f(&[Any], |a| {
+            if let Value::List(..) = a[0] {
+                let mut s = strslice(&a[0]);
+                s.sort();
+                Ok(Value::strings(s))
+            } else {
+                Ok(Value::strings(vec![strval(&a[0])]))
+            }
+        }),
+        // Defaults.
+        "default" => fv(&[Any], Any, |a| {
+            Ok(match a.get(1) {
+                Some(g) if !empty(g) => g.clone(),
+                _ => a[0].clone(),
+            })
+        }),
+        "empty" => f(&[Any], |a| Ok(Value::Bool(empty(&a[0])))),
+        "coalesce" => fv(&[], Any, |a| {
+            Ok(a.iter()
+                .find(|v| !empty(v))
+                .cloned()
+                .unwrap_or(Value::Invalid))
+        }),
+        "all" => fv(&[], Any, |a| Ok(Value::Bool(a.iter().all(|v| !empty(v))))),
+        "any" => fv(&[], Any, |a| Ok(Value::Bool(a.iter().any(|v| !empty(v))))),
+        "compact" | "mustCompact" => f(&[Any], |a| {
+            let items = list_items(&a[0], "compact on")?;
+            Ok(any_list(items.into_iter().filter(|v| !empty(v)).collect()))
+        }),
+        "fromJson" => f(&[Str], |a| {
+            Ok(from_json(bytes(&a[0])).unwrap_or(Value::Invalid))
+        }),
+        "mustFromJson" => f(&[Str], |a| from_json(bytes(&a[0]))),
+        "toJson" => f(&[Any], |a| {
+            Ok(Value::str(to_json(&a[0], true, false).unwrap_or_default()))
+        }),
+        "mustToJson" => f(&[Any], |a| to_json(&a[0], true, false).map(Value::str)),
+        "toPrettyJson" => f(&[Any], |a| {
+            Ok(Value::str(to_json(&a[0], true, true).unwrap_or_default()))
+        }),
+        "mustToPrettyJson" => f(&[Any], |a| to_json(&a[0], true, true).map(Value::str)),
+        "toRawJson" | "mustToRawJson" => {
+            f(&[Any], |a| to_json(&a[0], false, false).map(Value::str))
+        }
+        "ternary" => f(&[Any, Any, Bool], |a| {
+            Ok(if matches!(a[2], Value::Bool(true)) {
+                a[0].clone()
+            } else {
+                a[1].clone()
+            })
+        }),
+        // Reflection.
+        "typeOf" => f(&[Any], |a| Ok(Value::str(a[0].type_name()))),
+        "typeIs" => f(&[Str, Any], |a| {
+            Ok(Value::Bool(bytes(&a[0]) == a[1].type_name().as_bytes()))
+        }),
+        "typeIsLike" => f(&[Str, Any], |a| {
+            let t = a[1].type_name().as_bytes();
+            let target = bytes(&a[0]);
+            Ok(Value::Bool(target == t || [b"*", target].concat() == t))
+        }),
+        "kindOf" => f(&[Any], |a| Ok(Value::str(a[0].kind_name()))),
+        "kindIs" => f(&[Str, Any], |a| {
+            Ok(Value::Bool(bytes(&a[0]) == a[1].kind_name().as_bytes()))
+        }),
+        "deepEqual" => f(&[Any, Any], |a| Ok(Value::Bool(a[0].deep_equal(&a[1])))),
+        // Paths (Go's path; filepath is the same on Linux).
+        "base" | "osBase" => f(&[Str], |a| Ok(Value::str(path_base(bytes(&a[0]))))),
+        "dir" | "osDir" => f(&[Str], |a| Ok(Value::str(path_dir(bytes(&a[0]))))),
+        "clean" | "osClean" => f(&[Str], |a| Ok(Value::str(path_clean(bytes(&a[0]))))),
+        "ext" | "osExt" => f(&[Str], |a| Ok(Value::str(path_ext(bytes(&a[0]))))),
+        "isAbs" | "osIsAbs" => f(&[Str], |a| Ok(Value::Bool(bytes(&a[0]).starts_with(b"/")))),
+        // Encoding.
+        "b64enc" => f(&[Str], |a| {
+            Ok(Value::str(
+                base64::engine::general_purpose::STANDARD.encode(bytes(&a[0])),
+            ))
+        }),
+        "b64dec" => f(&[Str], |a| {
+            Ok(Value::str(match b64_decode(bytes(&a[0])) {
+                Ok(d) => d,
+                Err(e) => e.into_bytes(),
+            }))
+        }),
+        "b32enc" => f(&[Str], |a| Ok(Value::str(b32_encode(bytes(&a[0]))))),
+        "b32dec" => f(&[Str], |a| {
+            Ok(Value::str(match b32_decode(bytes(&a[0])) {
+                Ok(d) => d,
+                Err(e) => e.into_bytes(),
+            }))
+        }),
+        // Data structures.
+        "tuple" | "list" => fv(&[], Any, |a| Ok(any_list(a.to_vec()))),
+        "dict" => fv(&[], Any, |a| {
+            let mut m = Map::new();
+            let mut i = 0;
+            while i < a.len() {
+                let k = strval(&a[i]);
+                m.insert(k, a.get(i + 1).cloned().unwrap_or_else(|| Value::str("")));
+                i += 2;
+            }
+            Ok(Value::map(m))
+        }),
+        "get" => f(&[MapAny, Str], |a| {
+            Ok(entries(&a[0])
+                .get(bytes(&a[1]))
+                .cloned()
+                .unwrap_or_else(|| Value::str("")))
+        }),
+        "set" => f(&[MapAny, Str, Any], |a| {
+            let Value::Map(_, Some(m)) = &a[0] else {
+                return Err("assignment to entry in nil map".into());
+            };
+            let mut m = (**m).clone();
+            m.insert(bytes(&a[1]).to_vec(), a[2].clone());
+            Ok(Value::map(m))
+        }),
+        "unset" => f(&[MapAny, Str], |a| {
+            let mut m = entries(&a[0]).clone();
+            m.remove(bytes(&a[1]));
+            Ok(match a[0] {
+                Value::Map(_, None) => a[0].clone(),
+                _ => Value::map(m),
+            })
+        }),
+        "hasKey" => f(&[MapAny, Str], |a| {
+            Ok(Value::Bool(entries(&a[0]).contains_key(bytes(&a[1]))))
+        }),
+        "pluck" => fv(&[Str], MapAny, |a| {
+            let key = bytes(&a[0]);
+            Ok(any_list(
+                a[1..]
+                    .iter()
+                    .filter_map(|d| entries(d).get(key).cloned())
+                    .collect(),
+            ))
+        }),
+        "keys" => fv(&[], MapAny, |a| {
+            // Go's order is the map's (random) order; this is one of them.
+            Ok(Value::strings(
+                a.iter().flat_map(|d| entries(d).keys().cloned()).collect(),
+            ))
+        }),
+        "values" => f(&[MapAny], |a| {
+            Ok(any_list(entries(&a[0]).values().cloned().collect()))
+        }),
+        "pick" => fv(&[MapAny], Str, |a| {
+            let d = entries(&a[0]);
+            let mut m = Map::new();
+            for k in &a[1..] {
+                if let Some(v) = d.get(bytes(k)) {
+                    m.insert(bytes(k).to_vec(), v.clone());
+                }
+            }
+            Ok(Value::map(m))
+        }),
+        "omit" => fv(&[MapAny], Str, |a| {
+            let mut m = entries(&a[0]).clone();
+            for k in &a[1..] {
+                m.remove(bytes(k));
+            }
+            Ok(Value::map(m))
+        }),
+        "append" | "push" | "mustAppend" | "mustPush" => f(&[Any, Any], |a| {
+            let mut items = list_items(&a[0], "push on")?;
+            items.push(a[1].clone());
+            Ok(any_list(items))
+        }),
+        "prepend" | "mustPrepend" => f(&[Any, Any], |a| {
+            let mut items = list_items(&a[0], "prepend on")?;
+            items.insert(0, a[1].clone());
+            Ok(any_list(items))
+        }),
+        "first" | "mustFirst" => f(&[Any], |a| {
+            Ok(list_items(&a[0], "find first on")?
+                .first()
+                .cloned()
+                .unwrap_or(Value::Invalid))
+        }),
+        "last" | "mustLast" => f(&[Any], |a| {
+            Ok(list_items(&a[0], "find last on")?
+                .last()
+                .cloned()
+                .unwrap_or(Value::Invalid))
+        }),
+        "rest" | "mustRest" => f(&[Any], |a| {
+            let items = list_items(&a[0], "find rest on")?;
+            if items.is_empty() {
+                return Ok(Value::List(Elem::Any, None));
+            }
+            Ok(any_list(items[1..].to_vec()))
+        }),
+        "initial" | "mustInitial" => f(&[Any], |a| {
+            let items = list_items(&a[0], "find initial on")?;
+            if items.is_empty() {
+                return Ok(Value::List(Elem::Any, None));
+            }
+            Ok(any_list(items[..items.len() - 1].to_vec()))
+        }),
+        "reverse" | "mustReverse" => f(&[Any], |a| {
+            let mut items = list_items(&a[0], "find reverse on")?;
+            items.reverse();
+            Ok(any_list(items))
+        }),
+        "uniq" | "mustUniq" => f(&[Any], |a| {
+            let mut out: Vec<Value> = Vec::new();
+            for v in list_items(&a[0], "find uniq on")? {
+                if !out.iter().any(|o| v.deep_equal(o)) {
+                    out.push(v);
+                }
+            }
+            Ok(any_list(out))
+        }),
+        "without" | "mustWithout" => fv(&[Any], Any, |a| {
+            let omit = &a[1..];
+            Ok(any_list(
+                list_items(&a[0], "find without on")?
+                    .into_iter()
+                    .filter(|v| !omit.iter().any(|o| v.deep_equal(o)))
+                    .collect(),
+            ))
+        }),
+        "has" | "mustHas" => f(&[Any, Any], |a| {
+            if let Value::Invalid = a[1] {
+                return Ok(Value::Bool(false));
+            }
+            let items = list_items(&a[1], "find has on")?;
+            Ok(Value::Bool(items.iter().any(|v| a[0].deep_equal(v))))
+        }),
+        "slice" | "mustSlice" => fv(&[Any], Any, |a| {
+            let items = list_items(&a[0], "slice")?;
+            let l = items.len() as i64;
+            if l == 0 {
+                return Ok(Value::Invalid);
+            }
+            let start = a.get(1).map_or(0, to_int64);
+            let end = a.get(2).map_or(l, to_int64);
+            if start < 0 || end < start || end > l {
+                return Err(format!("slice bounds out of range [{start}:{end}]"));
+            }
+            let part = items[start as usize..end as usize].to_vec();
+            let elem = match &a[0] {
+                Value::List(e, _) => *e,
+                _ => Elem::Any,
+            };
+            Ok(Value::List(elem, Some(Arc::new(part))))
+        }),
+        "concat" => fv(&[], Any, |a| {
+            let mut out = Vec::new();
+            for l in a {
+                out.extend(list_items(l, "concat type")?);
+            }
+            if out.is_empty() {
+                return Ok(Value::List(Elem::Any, None));
+            }
+            Ok(any_list(out))
+        }),
+        "dig" => fv(&[], Any, |a| {
+            if a.len() < 3 {
+                return Err("dig needs at least three arguments".into());
+            }
+            let Value::Map(MapElem::Any, Some(dict)) = &a[a.len() - 1] else {
+                return Err("interface conversion: not a map[string]interface {}".into());
+            };
+            let def = &a[a.len() - 2];
+            let mut keys = Vec::new();
+            for k in &a[..a.len() - 2] {
+                match k {
+                    Value::Str(s) => keys.push(s.to_vec()),
+                    _ => return Err("interface conversion: not a string".into()),
+                }
+            }
+            let mut d: Arc<Map> = dict.clone();
+            for (i, k) in keys.iter().enumerate() {
+                let Some(step) = d.get(k).cloned() else {
+                    return Ok(def.clone());
+                };
+                if i == keys.len() - 1 {
+                    return Ok(step);
+                }
+                match step {
+                    Value::Map(MapElem::Any, Some(m)) => d = m,
+                    _ => return Err("interface conversion: not a map[string]interface {}".into()),
+                }
+            }
+            Ok(def.clone())
+        }),
+        "chunk" | "mustChunk" => f(&[Int, Any], |a| {
+            let size = int(&a[0]);
+            let items = list_items(&a[1], "chunk type")?;
+            if size <= 0 || items.is_empty() {
+                return Err("makeslice: len out of range".into());
+            }
+            Ok(any_list(
+                items
+                    .chunks(size as usize)
+                    .map(|c| any_list(c.to_vec()))
+                    .collect(),
+            ))
+        }),
+        // Flow control.
+        "fail" => f(&[Str], |a| {
+            Err(String::from_utf8_lossy(bytes(&a[0])).into_owned())
+        }),
+        // Regular expressions.
+        "regexMatch" => f(&[Str, Str], |a| {
+            Ok(Value::Bool(
+                regex(&a[0]).is_ok_and(|r| r.is_match(bytes(&a[1]))),
+            ))
+        }),
+        "mustRegexMatch" => f(&[Str, Str], |a| {
+            Ok(Value::Bool(regex(&a[0])?.is_match(bytes(&a[1]))))
+        }),
+        "regexFindAll" | "mustRegexFindAll" => f(&[Str, Str, Int], |a| {
+            let r = regex(&a[0])?;
+            let n = int(&a[2]);
+            if n == 0 {
+                return Ok(Value::List(Elem::Str, None));
+            }
+            let found: Vec<Vec<u8>> = r
+                .find_iter(bytes(&a[1]))
+                .take(if n < 0 { usize::MAX } else { n as usize })
+                .map(|m| m.as_bytes().to_vec())
+                .collect();
+            if found.is_empty() {
+                return Ok(Value::List(Elem::Str, None));
+            }
+            Ok(Value::strings(found))
+        }),
+        "regexFind" | "mustRegexFind" => f(&[Str, Str], |a| {
+            let r = regex(&a[0])?;
+            Ok(Value::str(
+                r.find(bytes(&a[1])).map(|m| m.as_bytes()).unwrap_or(b""),
+            ))
+        }),
+        "regexReplaceAll" | "mustRegexReplaceAll" => f(&[Str, Str, Str], |a| {
+            let r = regex(&a[0])?;
+            Ok(Value::str(r.replace_all(bytes(&a[1]), bytes(&a[2]))))
+        }),
+        "regexReplaceAllLiteral" | "mustRegexReplaceAllLiteral" => f(&[Str, Str, Str], |a| {
+            let r = regex(&a[0])?;
+            Ok(Value::str(r.replace_all(
+                bytes(&a[1]),
+                regex::bytes::NoExpand(bytes(&a[2])),
+            )))
+        }),
+        "regexSplit" | "mustRegexSplit" => f(&[Str, Str, Int], |a| {
+            let r = regex(&a[0])?;
+            let (s, n) = (bytes(&a[1]), int(&a[2]));
+            if n == 0 {
+                return Ok(Value::List(Elem::Str, None));
+            }
+            if !bytes(&a[0]).is_empty() && s.is_empty() {
+                return Ok(Value::strings(vec![Vec::new()]));
+            }
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            let (mut beg, mut end) = (0, 0);
+            for m in r.find_iter(s) {
+                if n > 0 && out.len() as i64 == n - 1 {
+                    break;
+                }
+                end = m.start();
+                if m.end() != 0 {
+                    out.push(s[beg..end].to_vec());
+                }
+                beg = m.end();
+            }
+            if end != s.len() {
+                out.push(s[beg..].to_vec());
+            }
+            Ok(Value::strings(out))
+        }),
+        "regexQuoteMeta" => f(&[Str], |a| {
+            let mut out = Vec::new();
+            for &c in bytes(&a[0]) {
+                if b"\\.+*?()|[]{}^$".contains(&c) {
+                    out.push(b'\\');
+                }
+                out.push(c);
+            }
+            Ok(Value::str(out))
+        }),
+        _ => return None,
+    })
+}
+
+fn bytes(v: &Value) -> &[u8] {
+    match v {
+        Value::Str(s) => s,
+        _ => b"",
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) | Value::Int64(i) => *i,
+        _ => 0,
+    }
+}
+
+fn entries(v: &Value) -> &Map {
+    static EMPTY: Map = BTreeMap::new();
+    v.entries().unwrap_or(&EMPTY)
+}
+
+/// sprig's `strval`: a string as it is, anything else as `%v` prints it.
+fn strval(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Str(s) => s.to_vec(),
+        other => fmt::sprint_v(other),
+    }
+}
+
+/// sprig's `strslice`.
+fn strslice(v: &Value) -> Vec<Vec<u8>> {
+    match v {
+        Value::List(..) => v
+            .items()
+            .unwrap_or(&[])
+            .iter()
+            .filter(|e| !matches!(e, Value::Invalid))
+            .map(strval)
+            .collect(),
+        Value::Invalid => Vec::new(),
+        other => vec![strval(other)],
+    }
+}
+
+/// sprig's `empty`.
+fn empty(v: &Value) -> bool {
+    match v {
+        Value::Struct(_) => false,
+        other => !other.truth(),
+    }
+}
+
+/// The items of a slice; anything else is the error Go's reflection gives (or a panic on nil).
+fn list_items(v: &Value, what: &str) -> Result<Vec<Value>, String> {
+    match v {
+        Value::List(..) => Ok(v.items().unwrap_or(&[]).to_vec()),
+        Value::Invalid => Err("reflect: call of Kind on nil Type".into()),
+        other => Err(format!("Cannot {what} type {}", other.kind_name())),
+    }
+}
+
+fn parse_int10(s: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(s).ok()?;
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<i64>().ok()
+}
+
+fn parse_int_base(s: &str, base: u32) -> Option<i64> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || digits.contains('_') {
+        return None;
+    }
+    i64::from_str_radix(s, base).ok()
+}
+
+/// sprig's `toInt64`.
+fn to_int64(v: &Value) -> i64 {
+    match v {
+        Value::Str(s) => parse_int10(s).unwrap_or(0),
+        Value::Int(i) | Value::Int64(i) => *i,
+        Value::Uint8(u) => i64::from(*u),
+        Value::Float(f) => go_f64_to_i64(*f),
+        Value::Bool(b) => i64::from(*b),
+        _ => 0,
+    }
+}
+
+/// sprig's `toFloat64`.
+fn to_float64(v: &Value) -> f64 {
+    match v {
+        Value::Str(s) => std::str::from_utf8(s)
+            .ok()
+            .and_then(parse_float)
+            .unwrap_or(0.0),
+        Value::Int(i) | Value::Int64(i) => *i as f64,
+        Value::Uint8(u) => f64::from(*u),
+        Value::Float(f) => *f,
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        _ => 0.0,
+    }
+}
+
+fn go_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() { b } else { a }
+    } else {
+        a.max(b)
+    }
+}
+
+fn go_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() { a } else { b }
+    } else {
+        a.min(b)
+    }
+}
+
+fn until_step(start: i64, stop: i64, step: i64) -> Res {
+    let mut v = Vec::new();
+    let mut push = |i: i64| -> Result<(), String> {
+        if v.len() >= MAX_SIZE {
+            return Err("too many items".into());
+        }
+        v.push(Value::Int(i));
+        Ok(())
+    };
+    if stop < start {
+        if step < 0 {
+            let mut i = start;
+            while i > stop {
+                push(i)?;
+                i = i.wrapping_add(step);
+            }
+        }
+    } else if step > 0 {
+        let mut i = start;
+        while i < stop {
+            push(i)?;
+            i = i.wrapping_add(step);
+        }
+    }
+    Ok(Value::List(Elem::Int, Some(Arc::new(v))))
+}
+
+fn seq(params: &[i64]) -> Res {
+    let list = match params {
+        [] => return Ok(Value::str("")),
+        [end] => {
+            let inc = if *end < 1 { -1 } else { 1 };
+            until_step(1, end + inc, inc)?
+        }
+        [start, step, end] => {
+            let mut inc = 1;
+            if end < start {
+                inc = -1;
+                if *step > 0 {
+                    return Ok(Value::str(""));
+                }
+            }
+            until_step(*start, end + inc, *step)?
+        }
+        [start, end] => {
+            let step = if end < start { -1 } else { 1 };
+            until_step(*start, end + step, step)?
+        }
+        _ => return Ok(Value::str("")),
+    };
+    let s: Vec<String> = list
+        .items()
+        .unwrap_or(&[])
+        .iter()
+        .map(|v| int(v).to_string())
+        .collect();
+    Ok(Value::str(s.join(" ")))
+}
+
+fn repeat(s: &[u8], count: i64) -> Result<Vec<u8>, String> {
+    if count < 0 {
+        return Err("strings: negative Repeat count".into());
+    }
+    if (s.len() as u128) * (count as u128) > MAX_SIZE as u128 {
+        return Err("strings: Repeat output too large".into());
+    }
+    Ok(s.repeat(count as usize))
+}
+
+fn indent(spaces: i64, v: &[u8]) -> Result<Vec<u8>, String> {
+    let pad = repeat(b" ", spaces)?;
+    let mut nl = b"\n".to_vec();
+    nl.extend_from_slice(&pad);
+    let mut out = pad;
+    out.extend(replace(v, b"\n", &nl)?);
+    Ok(out)
+}
+
+fn contains(s: &[u8], sub: &[u8]) -> bool {
+    sub.is_empty() || s.windows(sub.len()).any(|w| w == sub)
+}
+
+/// Go's `strings.Replace(s, old, new, -1)`; an empty `old` matches before every character and
+/// at the end.
+fn replace(s: &[u8], old: &[u8], new: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    if old.is_empty() {
+        out.extend_from_slice(new);
+        let mut i = 0;
+        while i < s.len() {
+            let n = decode_rune(&s[i..]).1;
+            out.extend_from_slice(&s[i..i + n]);
+            out.extend_from_slice(new);
+            i += n;
+            if out.len() > MAX_SIZE {
+                return Err("result too large".into());
+            }
+        }
+        return Ok(out);
+    }
+    let mut i = 0;
+    while i < s.len() {
+        if s[i..].starts_with(old) {
+            out.extend_from_slice(new);
+            i += old.len();
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+        if out.len() > MAX_SIZE {
+            return Err("result too large".into());
+        }
+    }
+    Ok(out)
+}
+
+/// Go's `strings.Split`/`SplitN` (`n < 0`: all).
+fn split(s: &[u8], sep: &[u8], n: i64) -> Result<Vec<Vec<u8>>, String> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    if sep.is_empty() {
+        let rs = runes(s);
+        let mut i = 0;
+        for (k, (_, w)) in rs.iter().enumerate() {
+            if n > 0 && out.len() as i64 == n - 1 {
+                out.push(s[i..].to_vec());
+                return Ok(out);
+            }
+            let _ = k;
+            out.push(s[i..i + w].to_vec());
+            i += w;
+        }
+        return Ok(out);
+    }
+    let mut start = 0;
+    let mut i = 0;
+    while i + sep.len() <= s.len() {
+        if n > 0 && out.len() as i64 == n - 1 {
+            break;
+        }
+        if &s[i..i + sep.len()] == sep {
+            out.push(s[start..i].to_vec());
+            i += sep.len();
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push(s[start..].to_vec());
+    Ok(out)
+}
+
+fn split_map(parts: Vec<Vec<u8>>) -> Value {
+    Value::Map(
+        MapElem::Str,
+        Some(Arc::new(
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (format!("_{i}").into_bytes(), Value::str(p)))
+                .collect(),
+        )),
+    )
+}
+
+/// Maps each character (an invalid byte is U+FFFD) as Go's `strings.Map` does.
+fn map_runes(s: &[u8], f: impl Fn(char) -> char) -> Vec<u8> {
+    if s.is_ascii() {
+        return s.iter().map(|&b| f(b as char) as u8).collect();
+    }
+    let mut out = String::new();
+    for (c, _) in runes(s) {
+        out.push(f(c));
+    }
+    out.into_bytes()
+}
+
+fn single(mut it: impl Iterator<Item = char>, c: char) -> char {
+    match (it.next(), it.next()) {
+        (Some(x), None) => x,
+        _ => c,
+    }
+}
+
+fn upper(c: char) -> char {
+    single(c.to_uppercase(), c)
+}
+
+fn lower(c: char) -> char {
+    single(c.to_lowercase(), c)
+}
+
+/// Go's `strings.Title`.
+fn title(s: &[u8]) -> Vec<u8> {
+    let is_sep = |c: char| {
+        if c.is_ascii() {
+            return !(c.is_ascii_alphanumeric() || c == '_');
+        }
+        if c.is_alphabetic() || c.is_numeric() {
+            return false;
+        }
+        c.is_whitespace()
+    };
+    let mut prev = ' ';
+    let mut out = String::new();
+    for (c, _) in runes(s) {
+        if is_sep(prev) {
+            out.push(upper(c));
+        } else {
+            out.push(c);
+        }
+        prev = c;
+    }
+    if s.is_ascii() {
+        return out.into_bytes();
+    }
+    out.into_bytes()
+}
+
+/// Trims characters matching `f` from both ends (Go's `strings.TrimFunc`).
+fn trim_func(s: &[u8], f: impl Fn(char) -> bool) -> Vec<u8> {
+    let rs = runes(s);
+    let mut start = 0;
+    let mut i = 0;
+    while i < rs.len() && f(rs[i].0) {
+        start += rs[i].1;
+        i += 1;
+    }
+    let mut end = s.len();
+    let mut j = rs.len();
+    while j > i && f(rs[j - 1].0) {
+        end -= rs[j - 1].1;
+        j -= 1;
+    }
+    s[start..end].to_vec()
+}
+
+fn regex(pattern: &Value) -> Result<regex::bytes::Regex, String> {
+    let p = std::str::from_utf8(bytes(pattern)).map_err(|e| e.to_string())?;
+    regex::bytes::Regex::new(p).map_err(|e| e.to_string())
+}
+
+// ---- paths (Go's `path`) ----
+
+fn path_clean(p: &[u8]) -> Vec<u8> {
+    if p.is_empty() {
+        return b".".to_vec();
+    }
+    let rooted = p[0] == b'/';
+    let n = p.len();
+    let mut out: Vec<u8> = Vec::new();
+    let (mut r, mut dotdot) = (0, 0);
+    if rooted {
+        out.push(b'/');
+        r = 1;
+        dotdot = 1;
+    }
+    while r < n {
+        if p[r] == b'/' || (p[r] == b'.' && (r + 1 == n || p[r + 1] == b'/')) {
+            r += 1;
+        } else if p[r] == b'.' && p[r + 1] == b'.' && (r + 2 == n || p[r + 2] == b'/') {
+            r += 2;
+            if out.len() > dotdot {
+                let mut w = out.len() - 1;
+                while w > dotdot && out[w] != b'/' {
+                    w -= 1;
+                }
+                out.truncate(w);
+            } else if !rooted {
+                if !out.is_empty() {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(b"..");
+                dotdot = out.len();
+            }
+        } else {
+            if (rooted && out.len() != 1) || (!rooted && !out.is_empty()) {
+                out.push(b'/');
+            }
+            while r < n && p[r] != b'/' {
+                out.push(p[r]);
+                r += 1;
+            }
+        }
+    }
+    if out.is_empty() {
+        return b".".to_vec();
+    }
+    out
+}
+
+fn path_base(p: &[u8]) -> Vec<u8> {
+    if p.is_empty() {
+        return b".".to_vec();
+    }
+    let mut p = p;
+    while p.last() == Some(&b'/') {
+        p = &p[..p.len() - 1];
+    }
+    if let Some(i) = p.iter().rposition(|&c| c == b'/') {
+        p = &p[i + 1..];
+    }
+    if p.is_empty() {
+        return b"/".to_vec();
+    }
+    p.to_vec()
+}
+
+fn path_dir(p: &[u8]) -> Vec<u8> {
+    let i = p.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1);
+    path_clean(&p[..i])
+}
+
+fn path_ext(p: &[u8]) -> Vec<u8> {
+    for i in (0..p.len()).rev() {
+        if p[i] == b'/' {
+            break;
+        }
+        if p[i] == b'.' {
+            return p[i..].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+// ---- encodings ----
+
+/// Go's `base64.StdEncoding.DecodeString`, with its error text (`illegal base64 data at input
+/// byte N`), which sprig returns as the result.
+fn b64_decode(src: &[u8]) -> Result<Vec<u8>, String> {
+    const ALPHA: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let corrupt = |i: usize| format!("illegal base64 data at input byte {i}");
+    let dec = |c: u8| ALPHA.iter().position(|&a| a == c).map(|p| p as u32);
+    let mut out = Vec::new();
+    let mut si = 0;
+    while si < src.len() {
+        let mut dbuf = [0u32; 4];
+        let mut dlen = 4;
+        let mut j = 0;
+        let mut err = None;
+        while j < 4 {
+            if si == src.len() {
+                if j == 0 {
+                    return Ok(out);
+                }
+                return Err(corrupt(si - j));
+            }
+            let c = src[si];
+            si += 1;
+            if let Some(v) = dec(c) {
+                dbuf[j] = v;
+                j += 1;
+                continue;
+            }
+            if c == b'\n' || c == b'\r' {
+                continue;
+            }
+            if c != b'=' {
+                return Err(corrupt(si - 1));
+            }
+            match j {
+                0 | 1 => return Err(corrupt(si - 1)),
+                2 => {
+                    while si < src.len() && (src[si] == b'\n' || src[si] == b'\r') {
+                        si += 1;
+                    }
+                    if si == src.len() {
+                        return Err(corrupt(src.len()));
+                    }
+                    if src[si] != b'=' {
+                        return Err(corrupt(si - 1));
+                    }
+                    si += 1;
+                }
+                _ => {}
+            }
+            while si < src.len() && (src[si] == b'\n' || src[si] == b'\r') {
+                si += 1;
+            }
+            if si < src.len() {
+                err = Some(corrupt(si));
+            }
+            dlen = j;
+            break;
+        }
+        let val = (dbuf[0] << 18) | (dbuf[1] << 12) | (dbuf[2] << 6) | dbuf[3];
+        let b = [(val >> 16) as u8, (val >> 8) as u8, val as u8];
+        match dlen {
+            4 => out.extend_from_slice(&b),
+            3 => out.extend_from_slice(&b[..2]),
+            2 => out.push(b[0]),
+            _ => {}
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    Ok(out)
+}
+
+const B32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+fn b32_encode(src: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for chunk in src.chunks(5) {
+        let mut buf = [0u8; 5];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        let v = buf.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b));
+        let chars = match chunk.len() {
+            1 => 2,
+            2 => 4,
+            3 => 5,
+            4 => 7,
+            _ => 8,
+        };
+        for i in 0..8 {
+            if i < chars {
+                out.push(B32[((v >> (35 - 5 * i)) & 31) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
+    out
+}
+
+/// Go's `base32.StdEncoding.DecodeString` for well-formed input; malformed input gives Go's
+/// error text with the offset of the first byte that is not part of the alphabet.
+fn b32_decode(src: &[u8]) -> Result<Vec<u8>, String> {
+    let clean: Vec<(usize, u8)> = src
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, c)| *c != b'\n' && *c != b'\r')
+        .collect();
+    let mut out = Vec::new();
+    for group in clean.chunks(8) {
+        if group.len() < 8 {
+            return Err(format!(
+                "illegal base32 data at input byte {}",
+                src.len().saturating_sub(group.len())
+            ));
+        }
+        let mut v = 0u64;
+        let mut n = 8;
+        for (k, (i, c)) in group.iter().enumerate() {
+            if *c == b'=' {
+                if n == 8 {
+                    n = k;
+                }
+                v <<= 5;
+                continue;
+            }
+            if n != 8 {
+                return Err(format!("illegal base32 data at input byte {i}"));
+            }
+            let Some(d) = B32.iter().position(|a| a == c) else {
+                return Err(format!("illegal base32 data at input byte {i}"));
+            };
+            v = (v << 5) | d as u64;
+        }
+        let bytes_out = match n {
+            8 => 5,
+            7 => 4,
+            5 => 3,
+            4 => 2,
+            2 => 1,
+            _ => return Err(format!("illegal base32 data at input byte {}", group[n].0)),
+        };
+        let b = v.to_be_bytes();
+        out.extend_from_slice(&b[3..3 + bytes_out]);
+    }
+    Ok(out)
+}
+
+// ---- JSON (Go's encoding/json) ----
+
+fn from_json(s: &[u8]) -> Res {
+    let j: serde_json::Value = serde_json::from_slice(s).map_err(|e| e.to_string())?;
+    Ok(json_floats(&j))
+}
+
+/// JSON decoded as Go's `json.Unmarshal` into `interface{}`: every number a `float64`.
+fn json_floats(j: &serde_json::Value) -> Value {
+    match j {
+        serde_json::Value::Number(n) => Value::Float(n.as_f64().unwrap_or_default()),
+        serde_json::Value::Array(a) => any_list(a.iter().map(json_floats).collect()),
+        serde_json::Value::Object(m) => Value::map(
+            m.iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), json_floats(v)))
+                .collect(),
+        ),
+        other => Value::from_json(other),
+    }
+}
+
+fn to_json(v: &Value, escape_html: bool, pretty: bool) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    encode(v, escape_html, &mut out)?;
+    if pretty {
+        return Ok(indent_json(&out));
+    }
+    Ok(out)
+}
+
+fn encode(v: &Value, html: bool, out: &mut Vec<u8>) -> Result<(), String> {
+    match v {
+        Value::Invalid | Value::NilInterface | Value::List(_, None) | Value::Map(_, None) => {
+            out.extend_from_slice(b"null");
+        }
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) | Value::Int64(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Uint8(u) => out.extend_from_slice(u.to_string().as_bytes()),
+        Value::Float(f) => {
+            if !f.is_finite() {
+                return Err(format!("json: unsupported value: {f}"));
+            }
+            let abs = f.abs();
+            let e = abs != 0.0 && !(1e-6..1e21).contains(&abs);
+            let mut s = fmt::format_float(*f, if e { b'e' } else { b'f' }, -1).into_bytes();
+            if e {
+                let n = s.len();
+                if n >= 4 && s[n - 4] == b'e' && s[n - 3] == b'-' && s[n - 2] == b'0' {
+                    s[n - 2] = s[n - 1];
+                    s.truncate(n - 1);
+                }
+            }
+            out.extend_from_slice(&s);
+        }
+        Value::Str(s) => encode_string(s, html, out),
+        Value::List(..) => {
+            out.push(b'[');
+            for (i, e) in v.items().unwrap_or(&[]).iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                encode(e, html, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Map(..) | Value::Struct(_) => {
+            let m = match v {
+                Value::Struct(m) => m.as_ref(),
+                _ => entries(v),
+            };
+            out.push(b'{');
+            for (i, (k, e)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                encode_string(k, html, out);
+                out.push(b':');
+                encode(e, html, out)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+fn encode_string(s: &[u8], html: bool, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let mut i = 0;
+    while i < s.len() {
+        let (c, n) = decode_rune(&s[i..]);
+        if n == 1 && c == '\u{FFFD}' && s[i] >= 0x80 {
+            out.extend_from_slice(b"\\ufffd");
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\x08' => out.extend_from_slice(b"\\b"),
+            '\x0c' => out.extend_from_slice(b"\\f"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            '<' | '>' | '&' if html => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            '\u{2028}' | '\u{2029}' => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            _ => out.extend_from_slice(&s[i..i + n]),
+        }
+        i += n;
+    }
+    out.push(b'"');
+}
+
+/// Go's `json.Indent(…, "", "  ")` of compact JSON.
+fn indent_json(src: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut need_indent = false;
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        for _ in 0..depth {
+            out.extend_from_slice(b"  ");
+        }
+    };
+    for &c in src {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        if need_indent && c != b']' && c != b'}' {
+            need_indent = false;
+            depth += 1;
+            newline(&mut out, depth);
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                out.push(c);
+            }
+            b'{' | b'[' => {
+                out.push(c);
+                need_indent = true;
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            b'}' | b']' => {
+                if need_indent {
+                    need_indent = false;
+                } else {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}

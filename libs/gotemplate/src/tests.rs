@@ -1,0 +1,476 @@
+//! Each construct and each Go quirk the engine matches; expected values are Go's (checked with
+//! `text/template` and slim-sprig v3.0.0).
+
+use serde_json::json;
+
+use crate::{Error, Template, Value, render};
+
+fn ctx() -> Value {
+    let mut v = Value::from_json(&json!({
+        "Application": {
+            "metadata": {"name": "pg", "labels": {"b": "2", "a": "1"}},
+            "spec": {
+                "replicas": 2, "ratio": 1.5, "whole": 3.0, "tiny": 1e-7, "huge": 1e21,
+                "big": 9_007_199_254_740_993_u64, "dbs": ["app", "audit"], "empty": [],
+                "nothing": null, "users": {"bob": {}, "alice": {"password": "p"}},
+            },
+        },
+        "Mode": "backup",
+    }));
+    if let Value::Map(_, Some(m)) = &mut v {
+        std::sync::Arc::make_mut(m).insert(
+            b"Parameters".to_vec(),
+            Value::string_map([("bucket", "b1"), ("region", "")]),
+        );
+    }
+    v
+}
+
+fn r(text: &str) -> String {
+    match render(text, &ctx()) {
+        Ok(s) => s,
+        Err(e) => format!("ERR {e}"),
+    }
+}
+
+fn fails(text: &str) -> bool {
+    render(text, &ctx()).is_err()
+}
+
+fn parse_fails(text: &str) -> bool {
+    matches!(Template::parse(text), Err(Error::Parse(_)))
+}
+
+#[test]
+fn text_actions_and_missing_keys() {
+    assert_eq!(
+        r("s3://{{ .Parameters.bucket }}/{{ .Application.metadata.name }}"),
+        "s3://b1/pg"
+    );
+    assert_eq!(r("{{ .Parameters.absent }}"), "<no value>");
+    assert_eq!(r("{{ .Application.spec.absent.deeper }}"), "<no value>");
+    assert_eq!(r("{{ .Application.spec.nothing }}"), "<no value>");
+    // A field of a null (a nil interface) is an error; of a missing key it is no value.
+    assert!(fails("{{ .Application.spec.nothing.x }}"));
+    assert!(fails("{{ .Mode.x }}"));
+    assert!(fails("{{ .Application.spec.replicas.x }}"));
+    assert_eq!(
+        r("{{ index .Parameters \"absent\" }}|{{ index .Application.spec \"absent\" }}"),
+        "|<no value>"
+    );
+}
+
+#[test]
+fn trim_markers_and_comments() {
+    assert_eq!(r("a  {{- .Mode -}}  b"), "abackupb");
+    assert_eq!(r("é {{- .Mode -}} ü"), "ébackupü");
+    assert_eq!(r("a {{- /* c */ -}} b"), "ab");
+    assert_eq!(r("a{{/* c */}}b"), "ab");
+    assert_eq!(r("{{ \"}}\" -}}  x"), "}}x");
+    assert_eq!(r("{{-3}}"), "-3");
+    assert!(parse_fails("{{/* c */ .Mode }}"));
+}
+
+#[test]
+fn composite_values_and_floats_print_as_go_fmt() {
+    assert_eq!(r("{{ .Application.metadata.labels }}"), "map[a:1 b:2]");
+    assert_eq!(r("{{ .Application.spec.dbs }}"), "[app audit]");
+    assert_eq!(
+        r("{{ .Application.spec.users }}"),
+        "map[alice:map[password:p] bob:map[]]"
+    );
+    assert_eq!(r("{{ list 1 \"a\" nil 1.5 }}"), "[1 a <nil> 1.5]");
+    assert_eq!(
+        r("{{ .Application.spec.tiny }}|{{ .Application.spec.huge }}"),
+        "1e-07|1e+21"
+    );
+    assert_eq!(
+        r("{{ .Application.spec.whole }}|{{ .Application.spec.big }}"),
+        "3|9007199254740993"
+    );
+    assert_eq!(
+        r("{{ 1e3 }}|{{ 0x10 }}|{{ 'a' }}|{{ 1.0 }}"),
+        "1000|16|97|1"
+    );
+}
+
+#[test]
+fn control_structures() {
+    assert_eq!(r("{{ if .Mode }}y{{ else }}n{{ end }}"), "y");
+    assert_eq!(
+        r("{{ if .Parameters.region }}y{{ else if .Mode }}m{{ else }}n{{ end }}"),
+        "m"
+    );
+    assert_eq!(r("{{ with .Parameters.bucket }}{{ . }}{{ end }}"), "b1");
+    assert_eq!(
+        r("{{ with .Parameters.region }}x{{ else with .Mode }}{{ . }}{{ end }}"),
+        "backup"
+    );
+    assert_eq!(
+        r("{{ range .Application.spec.dbs }}<{{ . }}>{{ end }}"),
+        "<app><audit>"
+    );
+    assert_eq!(
+        r("{{ range $i, $d := .Application.spec.dbs }}{{ $i }}={{ $d }} {{ end }}"),
+        "0=app 1=audit "
+    );
+    // Maps range in key order.
+    assert_eq!(
+        r("{{ range $k, $v := .Application.metadata.labels }}{{ $k }}{{ $v }}{{ end }}"),
+        "a1b2"
+    );
+    assert_eq!(
+        r("{{ range .Application.spec.empty }}x{{ else }}none{{ end }}"),
+        "none"
+    );
+    assert_eq!(
+        r("{{ range .Application.spec.nothing }}x{{ else }}none{{ end }}"),
+        "none"
+    );
+    // Go 1.22+: range over an integer.
+    assert_eq!(
+        r("{{ range .Application.spec.replicas }}{{ . }}{{ end }}"),
+        "01"
+    );
+    assert_eq!(
+        r("{{ range 3 }}{{ if eq . 1 }}{{ continue }}{{ end }}{{ . }}{{ end }}"),
+        "02"
+    );
+    assert_eq!(
+        r("{{ range 5 }}{{ if eq . 2 }}{{ break }}{{ end }}{{ . }}{{ end }}"),
+        "01"
+    );
+    assert!(fails("{{ range .Mode }}x{{ end }}"));
+    assert!(fails("{{ range $k, $v := 3 }}x{{ end }}"));
+    // A huge integer range stops at the first error, as Go's does.
+    assert!(fails(
+        "{{ range .Application.spec.big }}{{ lower 1 }}{{ end }}"
+    ));
+    assert_eq!(
+        r("{{ define \"t\" }}[{{ . }}]{{ end }}{{ template \"t\" .Mode }}"),
+        "[backup]"
+    );
+    assert_eq!(r("{{ block \"b\" .Mode }}<{{ . }}>{{ end }}"), "<backup>");
+}
+
+#[test]
+fn variables_are_scoped_as_in_go() {
+    assert_eq!(r("{{ $x := .Mode }}{{ $x }}"), "backup");
+    assert_eq!(
+        r("{{ $x := 1 }}{{ if true }}{{ $x = 2 }}{{ end }}{{ $x }}"),
+        "2"
+    );
+    assert!(parse_fails("{{ if true }}{{ $x := 1 }}{{ end }}{{ $x }}"));
+    assert!(parse_fails(
+        "{{ range $k, $v := .Application.spec.dbs }}{{ end }}{{ $k }}"
+    ));
+    assert!(parse_fails("{{ $undefined }}"));
+    assert_eq!(
+        r("{{ range .Application.spec.dbs }}{{ $.Mode }}{{ end }}"),
+        "backupbackup"
+    );
+}
+
+#[test]
+fn and_or_stop_at_the_first_deciding_argument() {
+    assert_eq!(r("{{ or .Parameters.region .Mode }}"), "backup");
+    assert_eq!(r("{{ and .Parameters.region (lower 1) }}"), "");
+    assert_eq!(r("{{ or .Mode (lower 1) }}"), "backup");
+    assert!(fails("{{ and .Mode (lower 1) }}"));
+    assert_eq!(r("{{ and 1 0 }}|{{ or 0 \"\" }}"), "0|");
+    assert!(fails("{{ and }}"));
+}
+
+#[test]
+fn builtins() {
+    assert_eq!(
+        r("{{ len .Application.metadata.labels }}|{{ len .Mode }}|{{ len .Application.spec.dbs }}"),
+        "2|6|2"
+    );
+    assert!(fails("{{ len 3 }}"));
+    assert!(fails("{{ len .Parameters.absent }}"));
+    assert_eq!(
+        r("{{ index .Application.spec.dbs 1 }}|{{ index .Mode 0 }}"),
+        "audit|98"
+    );
+    assert!(fails("{{ index .Application.spec.dbs 2 }}"));
+    assert_eq!(
+        r("{{ print .Parameters.absent 1 2 \"a\" \"b\" }}"),
+        "<nil> 1 2ab"
+    );
+    assert_eq!(r("{{ println 1 \"a\" }}"), "1 a\n");
+    assert_eq!(
+        r("{{ html \"<a&'\" }}|{{ js \"a'<\" }}|{{ urlquery \"a b&\" }}"),
+        "&lt;a&amp;&#39;|a\\'\\u003C|a+b%26"
+    );
+    assert_eq!(r("{{ html .Parameters.absent }}"), "&lt;no value&gt;");
+    assert!(fails("{{ call .Mode }}"));
+    assert_eq!(r("{{ not 0 }}|{{ not .Mode }}"), "true|false");
+}
+
+#[test]
+fn comparisons_follow_gos_basic_kinds() {
+    assert_eq!(r("{{ eq .Application.spec.replicas 2 }}"), "true");
+    assert_eq!(r("{{ eq .Mode \"x\" \"backup\" }}"), "true");
+    assert_eq!(
+        r("{{ eq .Parameters.absent \"x\" }}|{{ eq .Parameters.absent .Parameters.none }}"),
+        "false|true"
+    );
+    assert!(fails("{{ eq .Mode 1 }}"));
+    assert!(fails("{{ eq 1 1.0 }}"));
+    assert!(fails(
+        "{{ eq .Application.spec.dbs .Application.spec.dbs }}"
+    ));
+    assert_eq!(
+        r("{{ lt 1 2 }}|{{ le \"a\" \"a\" }}|{{ gt 1.5 .Application.spec.ratio }}|{{ ge 2 2 }}"),
+        "true|true|false|true"
+    );
+    assert!(fails("{{ lt true false }}"));
+    assert!(fails("{{ lt .Parameters.absent 1 }}"));
+}
+
+#[test]
+fn printf_as_go_fmt() {
+    assert_eq!(r("{{ printf \"%s\" 3 }}"), "%!s(int=3)");
+    assert_eq!(
+        r("{{ printf \"%s\" .Application.spec.replicas }}"),
+        "%!s(int64=2)"
+    );
+    assert_eq!(
+        r("{{ printf \"%T %T %T\" 1 .Application.spec.replicas 1.5 }}"),
+        "int int64 float64"
+    );
+    assert_eq!(
+        r("{{ printf \"%05d|%-4d|%8s|%x\" 42 7 \"ab\" 255 }}"),
+        "00042|7   |      ab|ff"
+    );
+    assert_eq!(
+        r("{{ printf \"%.2f|%e|%g\" 1.5 1.5 1e21 }}"),
+        "1.50|1.500000e+00|1e+21"
+    );
+    assert_eq!(
+        r("{{ printf \"%v\" .Application.metadata.labels }}"),
+        "map[a:1 b:2]"
+    );
+    assert_eq!(
+        r("{{ printf \"%#v\" .Application.spec.dbs }}"),
+        "[]interface {}{\"app\", \"audit\"}"
+    );
+    assert_eq!(
+        r("{{ printf \"%q\" .Application.spec.dbs }}"),
+        "[\"app\" \"audit\"]"
+    );
+    assert_eq!(r("{{ printf \"%d\" .Mode }}"), "%!d(string=backup)");
+    assert_eq!(r("{{ printf \"%s %s\" .Mode }}"), "backup %!s(MISSING)");
+    assert_eq!(
+        r("{{ printf \"x\" .Mode 1 }}"),
+        "x%!(EXTRA string=backup, int=1)"
+    );
+}
+
+#[test]
+fn argument_types_are_checked_as_go_checks_them() {
+    // An int64 from the application is not an int; a number literal is not a string.
+    assert!(fails("{{ repeat .Application.spec.replicas \"x\" }}"));
+    assert_eq!(r("{{ repeat 2 \"x\" }}"), "xx");
+    assert!(fails("{{ upper 1 }}"));
+    assert!(fails("{{ lower .Parameters.absent }}"));
+    assert!(fails("{{ trunc \"2\" .Mode }}"));
+    assert!(fails("{{ ternary 1 2 .Mode }}"));
+    // A missing map is a nil map; a null in the application is a nil interface, refused.
+    assert_eq!(r("{{ hasKey .Parameters.absent \"x\" }}"), "false");
+    assert!(fails("{{ hasKey .Application.spec.nothing \"x\" }}"));
+    assert!(fails("{{ hasKey .Parameters \"bucket\" }}"));
+    // Wrong arity, unknown functions, nil as a command.
+    assert!(fails("{{ .Mode | lower .Mode }}"));
+    assert!(parse_fails("{{ required \"x\" .Mode }}"));
+    assert!(fails("{{ nil }}"));
+    assert!(parse_fails("{{ .Mode | \"x\" }}"));
+}
+
+#[test]
+fn slim_sprig_functions() {
+    assert_eq!(
+        r(
+            "{{ add 1 2 .Application.spec.replicas }}|{{ add1 \"5\" }}|{{ sub 1 3 }}|{{ mul 2 3 4 }}"
+        ),
+        "5|6|-2|24"
+    );
+    assert_eq!(
+        r("{{ div 7 2 }}|{{ mod 7 2 }}|{{ max 1 5 3 }}|{{ min 1 5 -3 }}"),
+        "3|1|5|-3"
+    );
+    assert!(fails("{{ div 1 0 }}"));
+    assert_eq!(
+        r("{{ int \"12\" }}|{{ int64 1.9 }}|{{ float64 \"1e3\" }}|{{ atoi \"x\" }}"),
+        "12|1|1000|0"
+    );
+    assert_eq!(
+        r("{{ int64 .Application.spec.huge }}"),
+        "-9223372036854775808"
+    );
+    assert_eq!(
+        r(
+            "{{ first .Application.spec.dbs }}|{{ rest .Application.spec.dbs }}|{{ last .Application.spec.dbs }}"
+        ),
+        "app|[audit]|audit"
+    );
+    assert_eq!(
+        r("{{ first .Application.spec.empty }}|{{ rest .Application.spec.empty }}"),
+        "<no value>|[]"
+    );
+    assert!(fails("{{ first .Mode }}"));
+    assert!(fails("{{ first .Parameters.absent }}"));
+    assert_eq!(
+        r("{{ append .Application.spec.dbs 1 }}|{{ prepend .Application.spec.dbs 1 }}"),
+        "[app audit 1]|[1 app audit]"
+    );
+    assert_eq!(
+        r("{{ sortAlpha (list \"b\" \"a\" 1) }}|{{ until 3 }}|{{ until -2 }}"),
+        "[1 a b]|[0 1 2]|[0 -1]"
+    );
+    assert_eq!(
+        r("{{ has \"app\" .Application.spec.dbs }}|{{ has 1 .Parameters.absent }}"),
+        "true|false"
+    );
+    assert_eq!(
+        r("{{ cat \"a\" nil 1 }}|{{ repeat 3 \"ab\" }}|{{ substr 1 3 \"hello\" }}"),
+        "a 1|ababab|el"
+    );
+    assert_eq!(
+        r("{{ split \",\" \"a,b\" }}|{{ splitList \",\" \"a,b\" }}"),
+        "map[_0:a _1:b]|[a b]"
+    );
+    assert_eq!(
+        r(
+            "{{ all 1 \"\" }}|{{ any 0 \"x\" }}|{{ deepEqual 1 1 }}|{{ deepEqual 1 .Application.spec.replicas }}"
+        ),
+        "false|true|true|false"
+    );
+    assert_eq!(
+        r(
+            "{{ hasKey .Application.metadata.labels \"a\" }}|{{ dig \"users\" \"alice\" \"password\" \"d\" .Application.spec }}"
+        ),
+        "true|p"
+    );
+    assert_eq!(
+        r(
+            "{{ typeOf .Application.spec.dbs }}|{{ kindOf .Application.spec.replicas }}|{{ typeOf .Parameters.absent }}"
+        ),
+        "[]interface {}|int64|<nil>"
+    );
+    assert_eq!(
+        r("{{ toJson .Application.metadata.labels }}|{{ toJson \"<a>\" }}|{{ toRawJson \"<a>\" }}"),
+        "{\"a\":\"1\",\"b\":\"2\"}|\"\\u003ca\\u003e\"|\"<a>\""
+    );
+    assert_eq!(
+        r("{{ toJson .Application.spec.tiny }}|{{ toJson .Application.spec.huge }}"),
+        "1e-7|1e+21"
+    );
+    assert_eq!(
+        r("{{ toPrettyJson (dict \"a\" (list 1) \"b\" (dict)) }}"),
+        "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}"
+    );
+    assert_eq!(
+        r("{{ b32enc \"hi\" }}|{{ sha1sum \"x\" }}"),
+        "NBUQ====|11f6ad8ec52a2984abaafd7c3b516503785c2072"
+    );
+    assert_eq!(
+        r("{{ sha256sum \"x\" }}"),
+        "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+    );
+    assert_eq!(
+        r("{{ b64dec \"aGk=\" }}|{{ b64dec \"a\" }}|{{ b64dec \"ab!c\" }}"),
+        "hi|illegal base64 data at input byte 0|illegal base64 data at input byte 2"
+    );
+    assert_eq!(
+        r(
+            "{{ regexMatch \"^a.c$\" \"abc\" }}|{{ regexReplaceAll \"a(x*)b\" \"-ab-axxb-\" \"${1}W\" }}"
+        ),
+        "true|-W-xxW-"
+    );
+    assert_eq!(r("{{ regexMatch \"(\" \"x\" }}"), "false");
+    assert!(fails("{{ regexReplaceAll \"(\" \"x\" \"y\" }}"));
+    assert_eq!(
+        r(
+            "{{ base \"/a/b.tar.gz\" }}|{{ dir \"/a/b\" }}|{{ ext \"b.tar.gz\" }}|{{ clean \"a//b/../c/.\" }}"
+        ),
+        "b.tar.gz|/a|.gz|a/c"
+    );
+    assert!(fails("{{ fail \"no\" }}"));
+    assert_eq!(
+        r("{{ title \"a,b-c_d e%d\" }}|{{ upper \"ünï\" }}|{{ trunc 1 \"ünï\" }}"),
+        "A,B-C_d E%D|ÜNÏ|\u{FFFD}"
+    );
+    assert_eq!(
+        r("{{ replace \"\" \"-\" \"ab\" }}|{{ trimAll \"-\" \"--a--\" }}|{{ trim \"  a \" }}"),
+        "-a-b-|a|a"
+    );
+    assert_eq!(
+        r("{{ quote \"a\" nil 1 }}|{{ squote \"a\" 1 }}|{{ toString nil }}"),
+        "\"a\" \"1\"|'a' '1'|<nil>"
+    );
+    assert_eq!(
+        r(
+            "{{ default \"d\" .Parameters.region }}|{{ empty .Application.spec.empty }}|{{ coalesce 0 \"\" \"c\" }}"
+        ),
+        "d|true|c"
+    );
+    assert_eq!(
+        r(
+            "{{ ternary \"y\" \"n\" true }}|{{ plural \"one\" \"many\" 2 }}|{{ join \"-\" (list 1 nil \"a\") }}"
+        ),
+        "y|many|1-a"
+    );
+    assert_eq!(
+        r("{{ slice (list 1 2 3) 1 }}|{{ slice (list) }}|{{ concat (list 1) (list 2) }}"),
+        "[2 3]|<no value>|[1 2]"
+    );
+    assert_eq!(
+        r(
+            "{{ uniq (list 1 1 \"1\") }}|{{ without (list 1 2 1) 1 }}|{{ compact (list 0 1 \"\") }}|{{ reverse (list 1 2) }}"
+        ),
+        "[1 1]|[2]|[1]|[2 1]"
+    );
+    assert_eq!(
+        r(
+            "{{ toStrings (list 1 nil \"a\") }}|{{ initial (list 1 2) }}|{{ get (dict \"a\" 1) \"b\" }}"
+        ),
+        "[1 a]|[1]|"
+    );
+    assert_eq!(
+        r("{{ indent 2 \"a\\nb\" }}|{{ nindent 1 \"a\" }}"),
+        "  a\n  b|\n a"
+    );
+    assert!(fails("{{ indent -1 \"a\" }}"));
+}
+
+/// Documented deviation: the functions of slim-sprig that read the clock, the environment or
+/// the network are not offered, so a template that calls one is used as written (Go renders it,
+/// differently on every run).
+#[test]
+fn non_deterministic_functions_are_not_offered() {
+    for name in [
+        "now",
+        "date",
+        "randInt",
+        "env",
+        "expandenv",
+        "getHostByName",
+        "ago",
+        "toDate",
+    ] {
+        assert!(!crate::has_function(name), "{name}");
+    }
+    assert!(parse_fails("{{ now }}"));
+}
+
+/// Documented deviation: Go has no limit on a template's output or its loops (a range over a
+/// huge integer runs until the process runs out of memory); here more than 1 MiB of output or
+/// 10,000,000 range iterations is an execution error, so the string is used as written.
+#[test]
+fn runaway_templates_fail_instead_of_exhausting_memory() {
+    assert!(fails("{{ range .Application.spec.big }}x{{ end }}"));
+    assert!(fails("{{ range .Application.spec.big }}{{ end }}"));
+    assert_eq!(r("{{ range 1000 }}{{ end }}"), "");
+}
