@@ -119,12 +119,26 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 async fn restore(h: &Harness, name: &str, backup: &str, target: &str, time: &str) -> RestoreJob {
+    run_restore(h, name, backup, target, json!({"recoveryTime": time})).await
+}
+
+async fn restore_latest(h: &Harness, name: &str, backup: &str, target: &str) -> RestoreJob {
+    run_restore(h, name, backup, target, json!({})).await
+}
+
+async fn run_restore(
+    h: &Harness,
+    name: &str,
+    backup: &str,
+    target: &str,
+    options: serde_json::Value,
+) -> RestoreJob {
     let job: RestoreJob = serde_json::from_value(json!({
         "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
         "metadata": {"name": name, "namespace": TENANT},
         "spec": {"backupRef": {"name": backup},
                  "targetApplicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": target},
-                 "options": {"recoveryTime": time}}}))
+                 "options": options}}))
     .unwrap();
     let api: Api<RestoreJob> = Api::namespaced(h.client(), TENANT);
     api.create(&PostParams::default(), &job).await.unwrap();
@@ -322,4 +336,19 @@ async fn the_catalog_survives_the_cluster_and_its_backups_restore_by_sql() {
         .healthy_cluster_uri(TENANT, "postgres-orders-db-copy")
         .await;
     assert_eq!(rows(&copy), "tea,cups,marker");
+    // The first Backup, replayed to the end of the archive: every row.
+    app(&h2, "orders-db-copy2").await;
+    h2.healthy_cluster_uri(TENANT, "postgres-orders-db-copy2")
+        .await;
+    let job = restore_latest(&h2, "latest-from-1", "orders-db-1", "orders-db-copy2").await;
+    assert_eq!(
+        job.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded"),
+        "{:?}",
+        job.status
+    );
+    let copy2 = h2
+        .healthy_cluster_uri(TENANT, "postgres-orders-db-copy2")
+        .await;
+    assert_eq!(rows(&copy2), "tea,cups,marker,after");
 }
