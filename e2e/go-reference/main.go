@@ -8,7 +8,7 @@
 // same line. Modes:
 //
 //	template  {"text": string, "context": object}
-//	          -> {"out": string} | {"err": "parse"|"exec", "msg": string}
+//	          -> {"out": string} | {"err": "parse"|"exec"|"limit", "msg": string}
 //	cron      {"spec": string, "zone": string, "from": unix seconds, "n": int}
 //	          -> {"next": [unix seconds | null, ...]} | {"err": "parse", "msg": string} | {"err": "panic", "msg": string}
 //	duration  {"text": string} -> {"ns": int, "str": string, "secs": string} | {"err": "parse", "msg": string}
@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -123,13 +124,32 @@ func templateCase(line []byte) any {
 	if err != nil {
 		return failure{"parse", err.Error()}
 	}
-	var buf bytes.Buffer
-	if err := tpl.Execute(&buf, ctx); err != nil {
+	// Go puts no limit on the output (a range over a huge integer runs until the process runs
+	// out of memory); past 1 MiB the case is answered as "limit" (see the Rust side's check).
+	buf := &limitedBuffer{max: 1 << 20}
+	if err := tpl.Execute(buf, ctx); err != nil {
+		if errors.Is(err, errOutputLimit) {
+			return failure{"limit", err.Error()}
+		}
 		return failure{"exec", err.Error()}
 	}
 	return struct {
 		Out string `json:"out"`
-	}{buf.String()}
+	}{buf.b.String()}
+}
+
+var errOutputLimit = errors.New("output exceeds 1 MiB")
+
+type limitedBuffer struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if l.b.Len()+len(p) > l.max {
+		return 0, errOutputLimit
+	}
+	return l.b.Write(p)
 }
 
 // ---- cron ----

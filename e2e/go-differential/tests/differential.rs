@@ -24,10 +24,9 @@ fn strategy_templates_render_as_go_text_template_with_slim_sprig() {
     subject("template");
 }
 
-/// Every slim-sprig function, every context value and the constructs the template engine still
-/// gets wrong: known to fail until the open differences in docs/go-compatibility.md are fixed.
+/// Every slim-sprig function and Go builtin, every context value (integers, floats, lists, maps,
+/// nulls), numeric literals, every `printf` verb and flag, `and`/`or`, ranges over maps.
 #[test]
-#[ignore = "open differences of the template engine, listed in docs/go-compatibility.md"]
 fn any_template_renders_as_go_text_template_with_slim_sprig() {
     subject("template-full");
 }
