@@ -361,9 +361,9 @@ fn fail<T>(msg: impl Into<String>) -> R<T> {
 pub(crate) const MAX_OUTPUT: usize = 1 << 20;
 const MAX_ITERATIONS: u64 = 10_000_000;
 
-/// The deepest nesting of `template` calls (Go allows far more; a template that recurses this
-/// deep is an error either way in practice).
-const MAX_DEPTH: usize = 1000;
+/// The deepest nesting of `template` calls (Go allows 100,000 on its growing stack; a template
+/// that recurses this deep is an error either way in practice).
+const MAX_DEPTH: usize = 100;
 
 struct State<'t> {
     tree: &'t Tree,

@@ -568,6 +568,11 @@ struct Parser<'f> {
     depth: usize,
 }
 
+/// How deep parenthesized pipelines and control structures may nest. Go allows 10,000
+/// parentheses and any depth of control structures, on a stack that grows to a gigabyte; here the
+/// walk runs on the caller's thread, so nesting is bounded (far above what a template needs).
+const MAX_NESTING: usize = 100;
+
 /// Parses `text`; `has_func` says which function names exist (Go refuses an unknown one when
 /// parsing).
 pub(crate) fn parse(text: &str, has_func: &dyn Fn(&str) -> bool) -> Result<Tree, ParseError> {
@@ -768,8 +773,13 @@ impl Parser<'_> {
     }
 
     fn control(&mut self, context: &str) -> Result<Branch, ParseError> {
+        if self.depth >= MAX_NESTING {
+            return err("max nesting depth exceeded");
+        }
         let mark = self.vars.len();
+        self.depth += 1;
         let r = self.control_inner(context);
+        self.depth -= 1;
         self.vars.truncate(mark);
         r
     }
@@ -964,7 +974,7 @@ impl Parser<'_> {
             Tok::CharConst(s) => Arg::Number(number(&s, true)?),
             Tok::Number(s) | Tok::Complex(s) => Arg::Number(number(&s, false)?),
             Tok::LeftParen => {
-                if self.depth >= 1000 {
+                if self.depth >= MAX_NESTING {
                     return err("max expression depth exceeded");
                 }
                 self.depth += 1;

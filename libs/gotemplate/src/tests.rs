@@ -474,3 +474,29 @@ fn runaway_templates_fail_instead_of_exhausting_memory() {
     assert!(fails("{{ range .Application.spec.big }}{{ end }}"));
     assert_eq!(r("{{ range 1000 }}{{ end }}"), "");
 }
+
+/// Documented deviation: parenthesized pipelines and control structures nest at most 100 deep and
+/// `template` calls recurse at most 100 deep (Go: 10,000 parentheses, unbounded control
+/// structures, 100,000 calls, on a stack that grows); deeper fails, and the deepest accepted
+/// nesting does not overflow the stack.
+#[test]
+fn deep_nesting_is_bounded() {
+    let deep = |n: usize| format!("{{{{ {}1{} }}}}", "(".repeat(n), ")".repeat(n));
+    assert_eq!(r(&deep(100)), "1");
+    assert!(parse_fails(&deep(101)));
+    let calls = |n: usize| format!("{{{{ {}1{} }}}}", "(add1 ".repeat(n), ")".repeat(n));
+    assert_eq!(r(&calls(100)), "101");
+    let ifs = |n: usize| format!("{}x{}", "{{ if 1 }}".repeat(n), "{{ end }}".repeat(n));
+    assert_eq!(r(&ifs(100)), "x");
+    assert!(parse_fails(&ifs(101)));
+    assert!(fails(
+        "{{ define \"t\" }}{{ template \"t\" . }}{{ end }}{{ template \"t\" . }}"
+    ));
+    let mixed = format!(
+        "{}{}{}",
+        "{{ range list 1 }}{{ with 1 }}".repeat(25),
+        deep(50),
+        "{{ end }}{{ end }}".repeat(25)
+    );
+    assert_eq!(r(&mixed), "1");
+}
