@@ -1182,59 +1182,68 @@ pub(crate) fn go_f64_to_i64(f: f64) -> i64 {
     }
 }
 
-/// Digits with Go's base prefixes (`0x`, `0o`, `0b`, a leading `0` for octal) and underscores
-/// (only after a prefix, between digits).
+/// Go's `strconv.underscoreOK`: underscores only between digits (a base prefix counts as one).
+fn underscore_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let b = match b.first() {
+        Some(b'+' | b'-') => &b[1..],
+        _ => b,
+    };
+    let mut saw = b'^';
+    let mut i = 0;
+    let mut hex = false;
+    if b.len() >= 2 && b[0] == b'0' && matches!(b[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
+        i = 2;
+        saw = b'0';
+        hex = b[1].to_ascii_lowercase() == b'x';
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+        i += 1;
+    }
+    saw != b'_'
+}
+
+/// The sign, base and digits of an integer literal as Go's `strconv.ParseInt(s, 0, 64)` reads
+/// it: `0x`, `0o`, `0b` or a leading `0` (octal) prefix, underscores between digits.
 fn split_base(text: &str) -> Option<(bool, u32, String)> {
+    if text.contains('_') && !underscore_ok(text) {
+        return None;
+    }
     let (neg, body) = match text.as_bytes().first()? {
         b'-' => (true, &text[1..]),
         b'+' => (false, &text[1..]),
         _ => (false, text),
     };
-    let lower = body.to_ascii_lowercase();
-    let (base, digits, prefixed) = if let Some(d) = lower.strip_prefix("0x") {
-        (16, d.to_owned(), true)
+    let lower = body.to_ascii_lowercase().replace('_', "");
+    let (base, digits) = if let Some(d) = lower.strip_prefix("0x") {
+        (16, d.to_owned())
     } else if let Some(d) = lower.strip_prefix("0o") {
-        (8, d.to_owned(), true)
+        (8, d.to_owned())
     } else if let Some(d) = lower.strip_prefix("0b") {
-        (2, d.to_owned(), true)
+        (2, d.to_owned())
     } else if lower.len() > 1 && lower.starts_with('0') {
-        (8, lower[1..].to_owned(), true)
+        (8, lower[1..].to_owned())
     } else {
-        (10, lower.clone(), false)
+        (10, lower.clone())
     };
-    if digits.contains('_') {
-        // Underscores must separate digits and only with a base prefix (or a leading 0).
-        let with_prefix = if prefixed {
-            format!("0{digits}")
-        } else {
-            digits.clone()
-        };
-        if !prefixed || !underscore_ok(&with_prefix) {
-            return None;
-        }
-    }
-    let digits: String = digits.chars().filter(|c| *c != '_').collect();
-    if digits.is_empty() {
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(base)) {
         return None;
     }
     Some((neg, base, digits))
-}
-
-fn underscore_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut prev = b'_';
-    for (i, c) in b.iter().enumerate() {
-        if *c == b'_' {
-            if prev == b'_' && i > 0 {
-                return false;
-            }
-            if i == b.len() - 1 {
-                return false;
-            }
-        }
-        prev = *c;
-    }
-    true
 }
 
 fn parse_uint(text: &str) -> Option<u64> {
@@ -1258,23 +1267,38 @@ fn parse_int(text: &str) -> Option<i64> {
     }
 }
 
-/// Go's `strconv.ParseFloat` for decimal literals (hexadecimal floats are not accepted here).
+/// Go's `strconv.ParseFloat(s, 64)`: decimal and hexadecimal (`0x1p-2`) forms, underscores
+/// between digits, `inf`/`infinity`/`nan` in any case.
 pub(crate) fn parse_float(text: &str) -> Option<f64> {
-    let t = text.strip_prefix('+').unwrap_or(text);
-    let body = t.strip_prefix('-').unwrap_or(t);
+    if text.contains('_') && !underscore_ok(text) {
+        return None;
+    }
+    let t = text.replace('_', "");
+    let (neg, body) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, &t[..]),
+    };
+    let signed = |f: f64| if neg { -f } else { f };
     match body.to_ascii_lowercase().as_str() {
-        "inf" | "infinity" => {
-            return Some(if t.starts_with('-') {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            });
-        }
+        "inf" | "infinity" => return Some(signed(f64::INFINITY)),
         "nan" => return Some(f64::NAN),
         _ => {}
     }
-    if body.starts_with("0x") || body.starts_with("0X") || body.contains('_') {
-        return None;
+    let lower = body.to_ascii_lowercase();
+    if let Some(hex) = lower.strip_prefix("0x") {
+        let (mant, exp) = hex.split_once('p')?;
+        let exp: i32 = exp.parse().ok()?;
+        let (int_part, frac) = mant.split_once('.').unwrap_or((mant, ""));
+        if int_part.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let mut v = 0f64;
+        for c in int_part.chars().chain(frac.chars()) {
+            v = v * 16.0 + f64::from(c.to_digit(16)?);
+        }
+        let e = exp - 4 * frac.len() as i32;
+        return Some(signed(v * 2f64.powi(e)));
     }
     if !body
         .bytes()
@@ -1282,7 +1306,7 @@ pub(crate) fn parse_float(text: &str) -> Option<f64> {
     {
         return None;
     }
-    t.parse::<f64>().ok()
+    body.parse::<f64>().ok().map(signed)
 }
 
 #[cfg(test)]

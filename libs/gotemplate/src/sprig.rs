@@ -1201,51 +1201,60 @@ fn b32_encode(src: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Go's `base32.StdEncoding.DecodeString` for well-formed input; malformed input gives Go's
-/// error text with the offset of the first byte that is not part of the alphabet.
+/// Go's `base32.StdEncoding.DecodeString` (new lines dropped first), with its error text.
 fn b32_decode(src: &[u8]) -> Result<Vec<u8>, String> {
-    let clean: Vec<(usize, u8)> = src
+    let src: Vec<u8> = src
         .iter()
         .copied()
-        .enumerate()
-        .filter(|(_, c)| *c != b'\n' && *c != b'\r')
+        .filter(|c| *c != b'\n' && *c != b'\r')
         .collect();
+    let corrupt = |i: usize| format!("illegal base32 data at input byte {i}");
+    let olen = src.len();
+    let mut rest: &[u8] = &src;
     let mut out = Vec::new();
-    for group in clean.chunks(8) {
-        if group.len() < 8 {
-            return Err(format!(
-                "illegal base32 data at input byte {}",
-                src.len().saturating_sub(group.len())
-            ));
-        }
-        let mut v = 0u64;
-        let mut n = 8;
-        for (k, (i, c)) in group.iter().enumerate() {
-            if *c == b'=' {
-                if n == 8 {
-                    n = k;
+    let mut end = false;
+    while !rest.is_empty() && !end {
+        let mut dbuf = [0u8; 8];
+        let mut dlen = 8;
+        let mut j = 0;
+        while j < 8 {
+            if rest.is_empty() {
+                return Err(corrupt(olen - j));
+            }
+            let c = rest[0];
+            rest = &rest[1..];
+            if c == b'=' && j >= 2 && rest.len() < 8 {
+                if rest.len() + j < 7 {
+                    return Err(corrupt(olen));
                 }
-                v <<= 5;
-                continue;
+                for k in 0..7 - j {
+                    if rest.len() > k && rest[k] != b'=' {
+                        return Err(corrupt(olen - rest.len() + k - 1));
+                    }
+                }
+                dlen = j;
+                end = true;
+                if matches!(dlen, 1 | 3 | 6) {
+                    return Err(corrupt(olen - rest.len() - 1));
+                }
+                break;
             }
-            if n != 8 {
-                return Err(format!("illegal base32 data at input byte {i}"));
+            match B32.iter().position(|a| *a == c) {
+                Some(d) => dbuf[j] = d as u8,
+                None => return Err(corrupt(olen - rest.len() - 1)),
             }
-            let Some(d) = B32.iter().position(|a| a == c) else {
-                return Err(format!("illegal base32 data at input byte {i}"));
-            };
-            v = (v << 5) | d as u64;
+            j += 1;
         }
-        let bytes_out = match n {
+        let v = dbuf.iter().fold(0u64, |a, &d| (a << 5) | u64::from(d));
+        let n = match dlen {
             8 => 5,
             7 => 4,
             5 => 3,
             4 => 2,
             2 => 1,
-            _ => return Err(format!("illegal base32 data at input byte {}", group[n].0)),
+            _ => 0,
         };
-        let b = v.to_be_bytes();
-        out.extend_from_slice(&b[3..3 + bytes_out]);
+        out.extend_from_slice(&v.to_be_bytes()[3..3 + n]);
     }
     Ok(out)
 }
