@@ -13,7 +13,8 @@
 #      the background from the start of the run, only when its cache lacks it (skip with
 #      SKIP_REAL_API=1)
 #   6. the unused-rule report: every RBAC grant in deploy/*/rbac.yaml was needed by a request its
-#      daemon made in the end-to-end tests, or says why it stays (docs/security.md);
+#      daemon made in the end-to-end tests, on the emulator or in the real-API suites (their
+#      records come from kube-apiserver's audit log), or says why it stays (docs/security.md);
 #      then nextest's summary line again, so that it is the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,8 +67,8 @@ step "doc tests"
 cargo test --workspace --doc --locked --quiet
 
 step "unit, integration and end-to-end tests"
-# Each harness records its daemons' requests here (target/rbac-usage/<component>/); start empty so
-# that the report below sees this run only.
+# Each harness records its daemons' requests here (target/rbac-usage/<component>/; the real-API
+# suites below add theirs as real.*.jsonl); start empty so that the report below sees this run only.
 rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
 # Library, binary and test targets; the benchmark examples are compiled by clippy above, not
 # linked again here. The output is kept so that nextest's summary line can end the run.
@@ -99,7 +100,7 @@ fi
 
 report_rc=0
 if [[ $nextest_rc == 0 ]]; then
-  step "RBAC: unused-rule report over this run's requests"
+  step "RBAC: unused-rule report over this run's requests (nextest and the real-API suites)"
   cargo run --quiet --locked -p harness --bin rbac-usage -- --strict || report_rc=$?
 else
   step "RBAC: unused-rule report skipped (the tests failed, so their requests are incomplete)"

@@ -374,6 +374,43 @@ pub fn recorded_on(
     (requests, files)
 }
 
+/// The records of `component` under `dir`, one `(file name, requests)` per test record, sorted by
+/// file name (which starts with the test binary and the test).
+pub fn recorded_files(dir: &Path, component: &str) -> Vec<(String, Vec<Request>)> {
+    let mut out: Vec<(String, Vec<Request>)> = std::fs::read_dir(dir.join(component))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|e| {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                text.lines().filter_map(Request::parse).collect(),
+            ))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// For each of `grants`, the first of `records` (as [`recorded_files`] answers them) with a
+/// request only that grant allows: the test that needed it.
+pub fn needed_by<'a>(
+    grants: &[Grant],
+    records: &'a [(String, Vec<Request>)],
+) -> Vec<Option<&'a str>> {
+    let mut out: Vec<Option<&str>> = vec![None; grants.len()];
+    for (file, requests) in records {
+        for (i, (_, verdict)) in assess(grants, requests).into_iter().enumerate() {
+            if verdict == Verdict::Needed && out[i].is_none() {
+                out[i] = Some(file.as_str());
+            }
+        }
+    }
+    out
+}
+
 /// A file name for this test process's record: the backend (`real.` for kube-apiserver), the test
 /// binary, the test, the process.
 pub(crate) fn record_name(real: bool) -> String {
@@ -381,6 +418,11 @@ pub(crate) fn record_name(real: bool) -> String {
     let binary = std::env::var("NEXTEST_BINARY_ID").ok().unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
+            // A binary rebuilt while it runs is `<path> (deleted)` on Linux.
+            .map(|p| {
+                let p = p.to_string_lossy();
+                PathBuf::from(p.strip_suffix(" (deleted)").unwrap_or(&p))
+            })
             .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "tests".into())
     });
@@ -528,6 +570,32 @@ subjects:
                 .iter()
                 .all(|g| g.scopes.is_empty())
         );
+    }
+
+    #[test]
+    fn needed_by_names_the_first_record_that_needed_a_grant() {
+        let g = grants(RBAC, "sys", "sa");
+        let mut status = req("patch", "g", "things", "x", Some("a"));
+        status.subresource = Some("status".into());
+        let records = vec![
+            (
+                "a".to_owned(),
+                vec![req("get", "g", "things", "x", Some("a"))],
+            ),
+            (
+                "b".to_owned(),
+                vec![req("get", "g", "others", "x", Some("b"))],
+            ),
+            (
+                "c".to_owned(),
+                vec![status, req("get", "g", "others", "x", None)],
+            ),
+        ];
+        let by = needed_by(&g, &records);
+        assert_eq!(by[0], None, "get things: g/* get allows it too");
+        assert_eq!(by[3], Some("c"), "patch things/status");
+        assert_eq!(by[5], Some("b"), "get g/*: the first record that needed it");
+        assert_eq!(by[1], None);
     }
 
     #[test]

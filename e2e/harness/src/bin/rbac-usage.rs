@@ -1,12 +1,16 @@
 //! The unused-rule report: for each component's `deploy/<component>/rbac.yaml`, the grants (rule ×
 //! verb × resource × resourceName) that no request its daemon made in the recorded tests needed.
 //!
-//! `rbac-usage [--strict] [--dir DIR] [--backend real|emulator] [COMPONENT…]` reads
-//! `target/rbac-usage/<component>/*.jsonl` (written by every harness that ran the component as its
-//! ServiceAccount, on the emulator or on kube-apiserver; `--backend` keeps the records of one). With
-//! `--strict` it exits 1 when a grant is unused or redundant without a `# rbac: kept because …`
-//! comment above its rule, or when a component has no records at all. `hack/test.sh` runs it after
-//! nextest and the real-API suites, over the records of both.
+//! `rbac-usage [--strict] [--dir DIR] [--backend real|emulator] [--needed-elsewhere DIR]
+//! [COMPONENT…]` reads `target/rbac-usage/<component>/*.jsonl` (written by every harness that ran
+//! the component as its ServiceAccount, on the emulator or on kube-apiserver; `--backend` keeps the
+//! records of one). With `--strict` it exits 1 when a grant is unused or redundant without a
+//! `# rbac: kept because …` comment above its rule, or when a component has no records at all.
+//! `hack/test.sh` runs it after nextest and the real-API suites, over the records of both.
+//!
+//! `--needed-elsewhere DIR` is for a partial set of records (the real-API suites alone): a grant
+//! these records do not need is reported with the first test of DIR's records that needed it, and
+//! counts as open only when no test there needed it either.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +22,7 @@ fn main() -> ExitCode {
     let mut dir = usage::usage_dir();
     let mut components = Vec::new();
     let mut backend = None;
+    let mut elsewhere: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -37,9 +42,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--needed-elsewhere" => match args.next() {
+                Some(d) => elsewhere = Some(PathBuf::from(d)),
+                None => {
+                    println!("--needed-elsewhere needs a folder");
+                    return ExitCode::from(2);
+                }
+            },
             "-h" | "--help" => {
                 println!(
-                    "usage: rbac-usage [--strict] [--dir DIR] [--backend real|emulator] [COMPONENT...]"
+                    "usage: rbac-usage [--strict] [--dir DIR] [--backend real|emulator] \
+                     [--needed-elsewhere DIR] [COMPONENT...]"
                 );
                 return ExitCode::SUCCESS;
             }
@@ -86,16 +99,27 @@ fn main() -> ExitCode {
             failures += usize::from(strict);
             continue;
         }
+        let other = elsewhere
+            .as_ref()
+            .map(|d| usage::recorded_files(d, component))
+            .unwrap_or_default();
+        let needed_by = usage::needed_by(&grants, &other);
         let mut open = 0;
-        for (grant, verdict) in usage::assess(&grants, &requests) {
+        for ((grant, verdict), by) in usage::assess(&grants, &requests).into_iter().zip(needed_by) {
             let what = match verdict {
                 Verdict::Needed => continue,
                 Verdict::Redundant => "redundant (other grants allow all it allowed)",
                 Verdict::Unused => "unused",
             };
-            match &grant.kept {
-                Some(why) => println!("   kept   {}: {why}", grant.describe()),
-                None => {
+            match (&grant.kept, by) {
+                (Some(why), _) => println!("   kept   {}: {why}", grant.describe()),
+                (None, Some(test)) => {
+                    println!(
+                        "   {what} here, needed elsewhere by {test}: {}",
+                        grant.describe()
+                    )
+                }
+                (None, None) => {
                     open += 1;
                     println!("   {what}: {}", grant.describe());
                 }
