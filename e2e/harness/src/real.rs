@@ -470,27 +470,37 @@ fn watchdog(dir: &Path, pids: &[(String, u32)]) -> Result<(), Error> {
 
 /// Starts the watchdog: a shell that waits for this process to end, then stops the processes
 /// whose pids `dir/pids` lists (SIGTERM, SIGKILL 3 s later) and removes `dir`.
+///
+/// It learns of the end from its stdin: this process keeps the pipe's write end (close-on-exec,
+/// so no child inherits it) until it exits, however it exits, and the shell's read then ends.
+/// Polling this process's pid instead could wait on another process that got the same pid, and a
+/// signal to the whole process group (Ctrl-C, a test runner's cleanup) must not end the watchdog
+/// before the processes it guards, so it ignores SIGINT, SIGTERM and SIGHUP.
 fn start_watchdog(dir: &Path) -> Result<(), Error> {
+    static HELD: std::sync::Mutex<Vec<std::process::ChildStdin>> =
+        std::sync::Mutex::new(Vec::new());
     let script = format!(
-        "while kill -0 {owner} 2>/dev/null; do sleep 0.5; done; \
+        "trap '' INT TERM HUP; cat >/dev/null; \
          pids=$(cat '{dir}/pids' 2>/dev/null); \
          [ -n \"$pids\" ] && {{ kill $pids 2>/dev/null; sleep 3; kill -9 $pids 2>/dev/null; }}; \
          rm -rf '{dir}'",
-        owner = std::process::id(),
         dir = dir.display()
     );
     // Never waited for: it ends after this process.
-    Command::new("bash")
+    let mut child = Command::new("bash")
         .args(["-c", &script])
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map(|_| ())
         .map_err(|source| Error::Process {
             what: "spawning the control plane's watchdog".into(),
             source,
-        })
+        })?;
+    if let Some(stdin) = child.stdin.take() {
+        HELD.lock().unwrap_or_else(|e| e.into_inner()).push(stdin);
+    }
+    Ok(())
 }
 
 /// Removes directories of earlier runs whose process is gone (a watchdog killed with SIGKILL
