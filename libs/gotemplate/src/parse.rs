@@ -666,16 +666,23 @@ impl Parser<'_> {
         if !matches!(end, Item::End) {
             return err("unexpected {{else}} in define clause");
         }
-        self.add(name, list);
-        Ok(())
+        self.add(name, list)
     }
 
-    fn add(&mut self, name: String, list: Vec<Node>) {
-        // A redefinition replaces the old one unless it is empty (Go's rule for `block`).
-        if self.defined.contains_key(&name) && is_empty_tree(&list) {
-            return;
+    /// Go's `Tree.add`: a definition replaces an empty one; two that are not empty are an error.
+    fn add(&mut self, name: String, list: Vec<Node>) -> Result<(), ParseError> {
+        match self.defined.get(&name) {
+            Some(old) if !is_empty_tree(old) => {
+                if !is_empty_tree(&list) {
+                    return err(format!("multiple definition of template {name:?}"));
+                }
+                Ok(())
+            }
+            _ => {
+                self.defined.insert(name, list);
+                Ok(())
+            }
         }
-        self.defined.insert(name, list);
     }
 
     fn item_list(&mut self) -> Result<(Vec<Node>, Item), ParseError> {
@@ -768,7 +775,7 @@ impl Parser<'_> {
         if !matches!(end, Item::End) {
             return err("unexpected {{else}} in block clause");
         }
-        self.add(name.clone(), list);
+        self.add(name.clone(), list)?;
         Ok(Node::Template(name, Some(pipe)))
     }
 
@@ -997,7 +1004,7 @@ fn split_variable(v: &str) -> Vec<String> {
 
 fn is_empty_tree(list: &[Node]) -> bool {
     list.iter().all(|n| match n {
-        Node::Text(t) => t.trim_matches(SPACE_CHARS).is_empty(),
+        Node::Text(t) => t.trim().is_empty(),
         _ => false,
     })
 }

@@ -554,7 +554,7 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
         "chunk" | "mustChunk" => f(&[Int, Any], |a| {
             let size = int(&a[0]);
             let items = list_items(&a[1], "chunk type")?;
-            if size <= 0 || items.is_empty() {
+            if size <= 0 {
                 return Err("makeslice: len out of range".into());
             }
             Ok(any_list(
@@ -571,11 +571,11 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
         // Regular expressions.
         "regexMatch" => f(&[Str, Str], |a| {
             Ok(Value::Bool(
-                regex(&a[0]).is_ok_and(|r| r.is_match(bytes(&a[1]))),
+                regex(&a[0]).is_ok_and(|r| r.is_match(&text(&a[1]))),
             ))
         }),
         "mustRegexMatch" => f(&[Str, Str], |a| {
-            Ok(Value::Bool(regex(&a[0])?.is_match(bytes(&a[1]))))
+            Ok(Value::Bool(regex(&a[0])?.is_match(&text(&a[1]))))
         }),
         "regexFindAll" | "mustRegexFindAll" => f(&[Str, Str, Int], |a| {
             let r = regex(&a[0])?;
@@ -584,9 +584,9 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
                 return Ok(Value::List(Elem::Str, None));
             }
             let found: Vec<Vec<u8>> = r
-                .find_iter(bytes(&a[1]))
+                .find_iter(&text(&a[1]))
                 .take(if n < 0 { usize::MAX } else { n as usize })
-                .map(|m| m.as_bytes().to_vec())
+                .map(|m| m.as_str().as_bytes().to_vec())
                 .collect();
             if found.is_empty() {
                 return Ok(Value::List(Elem::Str, None));
@@ -595,24 +595,25 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
         }),
         "regexFind" | "mustRegexFind" => f(&[Str, Str], |a| {
             let r = regex(&a[0])?;
-            Ok(Value::str(
-                r.find(bytes(&a[1])).map(|m| m.as_bytes()).unwrap_or(b""),
-            ))
+            Ok(Value::str(r.find(&text(&a[1])).map_or("", |m| m.as_str())))
         }),
         "regexReplaceAll" | "mustRegexReplaceAll" => f(&[Str, Str, Str], |a| {
             let r = regex(&a[0])?;
-            Ok(Value::str(r.replace_all(bytes(&a[1]), bytes(&a[2]))))
+            Ok(Value::str(
+                r.replace_all(&text(&a[1]), text(&a[2]).as_ref()).as_bytes(),
+            ))
         }),
         "regexReplaceAllLiteral" | "mustRegexReplaceAllLiteral" => f(&[Str, Str, Str], |a| {
             let r = regex(&a[0])?;
-            Ok(Value::str(r.replace_all(
-                bytes(&a[1]),
-                regex::bytes::NoExpand(bytes(&a[2])),
-            )))
+            Ok(Value::str(
+                r.replace_all(&text(&a[1]), regex::NoExpand(&text(&a[2])))
+                    .as_bytes(),
+            ))
         }),
         "regexSplit" | "mustRegexSplit" => f(&[Str, Str, Int], |a| {
             let r = regex(&a[0])?;
-            let (s, n) = (bytes(&a[1]), int(&a[2]));
+            let (s, n) = (text(&a[1]), int(&a[2]));
+            let s = s.as_ref();
             if n == 0 {
                 return Ok(Value::List(Elem::Str, None));
             }
@@ -627,12 +628,12 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
                 }
                 end = m.start();
                 if m.end() != 0 {
-                    out.push(s[beg..end].to_vec());
+                    out.push(s.as_bytes()[beg..end].to_vec());
                 }
                 beg = m.end();
             }
             if end != s.len() {
-                out.push(s[beg..].to_vec());
+                out.push(s.as_bytes()[beg..].to_vec());
             }
             Ok(Value::strings(out))
         }),
@@ -1012,9 +1013,14 @@ fn trim_func(s: &[u8], f: impl Fn(char) -> bool) -> Vec<u8> {
     s[start..end].to_vec()
 }
 
-fn regex(pattern: &Value) -> Result<regex::bytes::Regex, String> {
-    let p = std::str::from_utf8(bytes(pattern)).map_err(|e| e.to_string())?;
-    regex::bytes::Regex::new(p).map_err(|e| e.to_string())
+/// Go's `regexp` works on characters (an empty match never splits one), as `regex::Regex` does
+/// on text; a string that is not UTF-8 is matched as Go reads it, each bad byte as U+FFFD.
+fn regex(pattern: &Value) -> Result<regex::Regex, String> {
+    regex::Regex::new(&text(pattern)).map_err(|e| e.to_string())
+}
+
+fn text(v: &Value) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(bytes(v))
 }
 
 // ---- paths (Go's `path`) ----

@@ -709,3 +709,25 @@ fn more_of_slim_sprig_and_fmt_as_go() {
         assert_eq!(&got, want, "{text}");
     }
 }
+
+/// Found by the differential run once the generator produced `block`, `chunk` and empty
+/// regular expressions; expected values are Go's.
+#[test]
+fn definitions_chunks_and_empty_regex_matches_as_go() {
+    // Two non-empty definitions of one name do not parse; an empty one gives way.
+    assert!(parse_fails(
+        "{{ block \"b\" . }}x{{ end }}{{ block \"b\" . }}y{{ end }}"
+    ));
+    assert_eq!(
+        r("{{ define \"b\" }} {{ end }}{{ block \"b\" .Mode }}[{{ . }}]{{ end }}"),
+        "[backup]"
+    );
+    // chunk of an empty list is an empty list.
+    assert_eq!(
+        r("{{ chunk 2 .Application.spec.empty }}|{{ chunk 2 (list 1 2 3) }}"),
+        "[]|[[1 2] [3]]"
+    );
+    // An empty match never splits a character.
+    assert_eq!(r("{{ regexReplaceAll \"\" \"ünï\" \"-\" }}"), "-ü-n-ï-");
+    assert_eq!(r("{{ regexFindAll \"\" \"é\" -1 }}"), "[ ]");
+}
