@@ -308,16 +308,7 @@ pub async fn connect(args: &KubeArgs) -> anyhow::Result<(kube::Client, String)> 
     Ok((client, namespace))
 }
 
-/// True when `err` says the API server does not serve the requested kind at all (its
-/// CustomResourceDefinition is not installed), rather than that one object is absent.
-/// kube-apiserver answers a request for a kind of a group it does not serve with a plain-text
-/// `404 page not found`, which the client turns into a 404 without a reason it knows, and one for
-/// an unknown resource of a built-in group with a `NotFound` Status about no object; a missing
-/// object's 404 names the object. So: a 404 that names no object.
-pub fn kind_not_served(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s)
-        if s.code == 404 && s.details.as_ref().is_none_or(|d| d.name.is_empty()))
-}
+pub use runtime::api::kind_not_served;
 
 /// `plural.group/version` of a resource, as a user finds it in `kubectl api-resources`.
 pub fn resource_name(r: &kube::core::ApiResource) -> String {
@@ -592,39 +583,6 @@ mod tests {
         assert!(help.contains("kubectl cozy-backups"), "{help}");
         let help = command_for("cozy-backups-ctl").render_usage().to_string();
         assert!(help.contains("cozy-backups-ctl"), "{help}");
-    }
-
-    #[test]
-    fn a_404_that_names_no_object_is_a_kind_not_served() {
-        use kube::core::{Status, response::StatusDetails};
-        // kube-apiserver's plain-text `404 page not found`, as the client reconstructs it.
-        let plain =
-            Status::failure("404 page not found", "Failed to parse error data").with_code(404);
-        // An unknown resource of a built-in group (and the emulator's answer for any unserved kind).
-        let details = |name: &str| StatusDetails {
-            name: name.into(),
-            group: String::new(),
-            kind: String::new(),
-            uid: String::new(),
-            causes: Vec::new(),
-            retry_after_seconds: 0,
-        };
-        let no_resource = Status::failure(
-            "the server could not find the requested resource",
-            "NotFound",
-        )
-        .with_code(404)
-        .with_details(details(""));
-        let missing_object =
-            Status::failure("clusters.postgresql.cnpg.io \"x\" not found", "NotFound")
-                .with_code(404)
-                .with_details(details("x"));
-        let forbidden = Status::failure("forbidden", "Forbidden").with_code(403);
-        let api = |s: Status| kube::Error::Api(s.boxed());
-        assert!(kind_not_served(&api(plain)));
-        assert!(kind_not_served(&api(no_resource)));
-        assert!(!kind_not_served(&api(missing_object)));
-        assert!(!kind_not_served(&api(forbidden)));
     }
 
     #[test]

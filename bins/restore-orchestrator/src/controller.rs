@@ -291,7 +291,8 @@ async fn set_suspend(
     suspend: bool,
 ) -> Result<bool, kube::Error> {
     let (api, _) = object_api(ctx, release);
-    let Some(current) = api.get_opt(&release.name).await? else {
+    // Flux's kind may not be served at all (kube-apiserver's plain-text 404): nothing to suspend.
+    let Some(current) = runtime::api::get_opt(&api, &release.name).await? else {
         return Ok(false);
     };
     let now = current.data["spec"]["suspend"].as_bool().unwrap_or(false);

@@ -26,6 +26,7 @@
 //! kind X delivered its initial list") has been marked; metric labels are static strings.
 
 pub mod admin;
+pub mod api;
 pub mod args;
 pub mod conditions;
 pub mod controller;
