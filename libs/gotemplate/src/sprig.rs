@@ -1014,9 +1014,200 @@ fn trim_func(s: &[u8], f: impl Fn(char) -> bool) -> Vec<u8> {
 }
 
 /// Go's `regexp` works on characters (an empty match never splits one), as `regex::Regex` does
-/// on text; a string that is not UTF-8 is matched as Go reads it, each bad byte as U+FFFD.
+/// on text; a string that is not UTF-8 is matched as Go reads it, each bad byte as U+FFFD. The
+/// pattern is Go's RE2 syntax, translated where the `regex` crate reads it otherwise.
 fn regex(pattern: &Value) -> Result<regex::Regex, String> {
-    regex::Regex::new(&text(pattern)).map_err(|e| e.to_string())
+    regex::Regex::new(&go_regex(&text(pattern))?).map_err(|e| e.to_string())
+}
+
+/// Go's (RE2) regular expression syntax in the `regex` crate's: `\d`, `\w`, `\s`, `\b` are
+/// ASCII in Go (Unicode in the crate); a `{` that does not start a repetition and a `[` inside a
+/// class are literal in Go (a nested class in the crate), so are `&` and `~` in a class (set
+/// operations in the crate); an escaped punctuation character is that character (`\<` is a word
+/// boundary in the crate); `\u`, a backreference or another unknown escape, and flags other than
+/// `imsU`, are errors in Go.
+fn go_regex(p: &str) -> Result<String, String> {
+    let c: Vec<char> = p.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let mut in_class = false;
+    let mut class_start = false;
+    let hex = |ch: char| format!("\\x{{{:X}}}", ch as u32);
+    while i < c.len() {
+        let ch = c[i];
+        i += 1;
+        if ch == '\\' {
+            let Some(&n) = c.get(i) else {
+                return Err("trailing backslash at end of expression".into());
+            };
+            i += 1;
+            let perl = |neg: bool, set: &str| match (neg, in_class) {
+                (false, true) => set.to_owned(),
+                (false, false) => format!("[{set}]"),
+                (true, _) => format!("[^{set}]"),
+            };
+            match n {
+                'a' | 'f' | 't' | 'n' | 'r' | 'v' | 'A' | 'z' => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                'd' => out.push_str(&perl(false, "0-9")),
+                'D' => out.push_str(&perl(true, "0-9")),
+                'w' => out.push_str(&perl(false, "0-9A-Za-z_")),
+                'W' => out.push_str(&perl(true, "0-9A-Za-z_")),
+                's' => out.push_str(&perl(false, "\\t\\n\\f\\r ")),
+                'S' => out.push_str(&perl(true, "\\t\\n\\f\\r ")),
+                'b' | 'B' if !in_class => {
+                    out.push_str("(?-u:\\");
+                    out.push(n);
+                    out.push(')');
+                }
+                '0'..='7' => {
+                    // Octal (a lone non-zero digit is a backreference, which Go refuses).
+                    if n != '0' && !c.get(i).is_some_and(|d| ('0'..='7').contains(d)) {
+                        return Err("invalid escape sequence".into());
+                    }
+                    let mut v = n.to_digit(8).unwrap_or(0);
+                    for _ in 0..2 {
+                        match c.get(i).and_then(|d| d.to_digit(8)) {
+                            Some(d) => {
+                                v = v * 8 + d;
+                                i += 1;
+                            }
+                            None => break,
+                        }
+                    }
+                    out.push_str(&format!("\\x{{{v:X}}}"));
+                }
+                'x' => {
+                    out.push_str("\\x");
+                    if c.get(i) == Some(&'{') {
+                        while i < c.len() {
+                            out.push(c[i]);
+                            i += 1;
+                            if c[i - 1] == '}' {
+                                break;
+                            }
+                        }
+                    } else {
+                        for _ in 0..2 {
+                            match c.get(i) {
+                                Some(d) if d.is_ascii_hexdigit() => {
+                                    out.push(*d);
+                                    i += 1;
+                                }
+                                _ => return Err("invalid escape sequence".into()),
+                            }
+                        }
+                    }
+                }
+                'p' | 'P' => {
+                    out.push('\\');
+                    out.push(n);
+                    if c.get(i) == Some(&'{') {
+                        while i < c.len() {
+                            out.push(c[i]);
+                            i += 1;
+                            if c[i - 1] == '}' {
+                                break;
+                            }
+                        }
+                    }
+                }
+                'Q' => {
+                    let rest: String = c[i..].iter().collect();
+                    let (lit, after) = match rest.find("\\E") {
+                        Some(e) => (rest[..e].to_owned(), e + 2),
+                        None => (rest.clone(), rest.len()),
+                    };
+                    for l in lit.chars() {
+                        out.push_str(&hex(l));
+                    }
+                    i += rest[..after].chars().count();
+                }
+                n if n.is_ascii_punctuation() => out.push_str(&hex(n)),
+                _ => return Err("invalid escape sequence".into()),
+            }
+            class_start = false;
+            continue;
+        }
+        if in_class {
+            match ch {
+                '[' if c.get(i) == Some(&':') => {
+                    // A POSIX class [:name:] is the same in both.
+                    out.push('[');
+                    while i < c.len() {
+                        out.push(c[i]);
+                        i += 1;
+                        if c[i - 1] == ']' {
+                            break;
+                        }
+                    }
+                }
+                ']' if !class_start => {
+                    in_class = false;
+                    out.push(']');
+                }
+                '[' | '&' | '~' | '-' if ch != '-' || out.ends_with('-') => out.push_str(&hex(ch)),
+                _ => out.push(ch),
+            }
+            class_start = false;
+            continue;
+        }
+        match ch {
+            '[' => {
+                in_class = true;
+                class_start = true;
+                out.push('[');
+                if c.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+            }
+            '{' => {
+                // A repetition only if it reads {n}, {n,} or {n,m}; otherwise a literal brace.
+                let rest: String = c[i..].iter().collect();
+                let end = rest.find('}');
+                let spec = end.map(|e| &rest[..e]);
+                let valid = spec.is_some_and(|sp| {
+                    let (a, b) = sp.split_once(',').unwrap_or((sp, "0"));
+                    !a.is_empty()
+                        && a.bytes().all(|x| x.is_ascii_digit())
+                        && b.bytes().all(|x| x.is_ascii_digit())
+                });
+                if valid {
+                    out.push('{');
+                } else {
+                    out.push_str(&hex('{'));
+                }
+            }
+            '}' => {
+                // Closing a repetition copied above, or a literal.
+                let open = out.rfind('{');
+                let close = out.rfind('}');
+                if open.is_some() && open > close && !out.ends_with("\\x{7B}") {
+                    out.push('}');
+                } else {
+                    out.push_str(&hex('}'));
+                }
+            }
+            '(' if c.get(i) == Some(&'?') => {
+                let mut j = i + 1;
+                let named = matches!(c.get(j), Some('P') | Some('<'));
+                if !named {
+                    while j < c.len() && c[j] != ')' && c[j] != ':' {
+                        if !matches!(c[j], 'i' | 'm' | 's' | 'U' | '-') {
+                            return Err("invalid or unsupported Perl syntax".into());
+                        }
+                        j += 1;
+                    }
+                }
+                out.push('(');
+            }
+            _ => out.push(ch),
+        }
+    }
+    Ok(out)
 }
 
 fn text(v: &Value) -> std::borrow::Cow<'_, str> {

@@ -731,3 +731,60 @@ fn definitions_chunks_and_empty_regex_matches_as_go() {
     assert_eq!(r("{{ regexReplaceAll \"\" \"ünï\" \"-\" }}"), "-ü-n-ï-");
     assert_eq!(r("{{ regexFindAll \"\" \"é\" -1 }}"), "[ ]");
 }
+
+/// Regular expressions are Go's RE2 syntax (found by the differential run: `{` and `[` that Go
+/// reads as literals, `\u` that Go refuses); expected values are Go's answers.
+#[test]
+fn regular_expressions_in_gos_syntax() {
+    let dot = Value::from_json(&json!({"Mode": "backup"}));
+    let cases: &[(&str, &str)] = &[
+        (
+            "{{ typeIs \"<&>\" (float64 .Mode) }}-{{ mustRegexMatch (squote 2 (dict \"alice\" (dict \"password\" \"p@ss\") \"bob\" (dict))) .Mode }}",
+            "false-false",
+        ),
+        (
+            "{{ regexReplaceAll (toPrettyJson (dict \"app\" \"db\")) (default \"x\") \"y\" }}",
+            "x",
+        ),
+        (
+            "{{ regexReplaceAll \"\\\\u003C\" \"a<b\" \"-\" }}|{{ regexMatch \"\\\\u003C\" \"<\" }}",
+            "{{ regexReplaceAll \"\\\\u003C\" \"a<b\" \"-\" }}|{{ regexMatch \"\\\\u003C\" \"<\" }}",
+        ),
+        (
+            "{{ regexReplaceAll \"\\\\d+\" \"a12٣b\" \"#\" }}|{{ regexReplaceAll \"\\\\w\" \"aé_1\" \"#\" }}|{{ regexReplaceAll \"\\\\s\" \"a b\\u00a0c\" \"#\" }}|{{ regexReplaceAll \"\\\\bé\" \"é x\" \"#\" }}",
+            "a#٣b|#é##|a#b c|é x",
+        ),
+        (
+            "{{ regexReplaceAll \"a{2}\" \"aaa\" \"#\" }}|{{ regexReplaceAll \"a{,2}\" \"a{,2}\" \"#\" }}|{{ regexReplaceAll \"{\" \"{x}\" \"#\" }}|{{ regexReplaceAll \"x}\" \"{x}\" \"#\" }}|{{ regexReplaceAll \"a{2,}\" \"aaaa\" \"#\" }}",
+            "#a|#|#x}|{#|#",
+        ),
+        (
+            "{{ regexReplaceAll \"[[a]\" \"[a\" \"#\" }}|{{ regexReplaceAll \"[a&&b]\" \"a&b\" \"#\" }}|{{ regexReplaceAll \"[~]\" \"~\" \"#\" }}|{{ regexReplaceAll \"[[:digit:]]\" \"a1\" \"#\" }}|{{ regexReplaceAll \"[\\\\d]\" \"a1\" \"#\" }}|{{ regexReplaceAll \"[^\\\\D]\" \"a1\" \"#\" }}",
+            "##|###|#|a#|a#|a#",
+        ),
+        (
+            "{{ regexReplaceAll \"\\\\<\" \"<a>\" \"#\" }}|{{ regexReplaceAll \"\\\\.\" \"a.b\" \"#\" }}|{{ regexReplaceAll \"\\\\/\" \"a/b\" \"#\" }}|{{ regexReplaceAll \"\\\\Qa.b\\\\E\" \"a.bxaxb\" \"#\" }}",
+            "#a>|a#b|a#b|#xaxb",
+        ),
+        (
+            "{{ regexMatch \"(?x)a\" \"a\" }}|{{ regexMatch \"(?i)A\" \"a\" }}|{{ regexMatch \"(?P<n>a)\" \"a\" }}|{{ regexMatch \"\\\\1\" \"a\" }}|{{ regexMatch \"\\\\012\" \"\\n\" }}|{{ regexMatch \"\\\\x41\" \"A\" }}|{{ regexMatch \"\\\\x{41}\" \"A\" }}",
+            "false|true|true|false|true|true|true",
+        ),
+        (
+            "{{ regexReplaceAll \"(a)(b)\" \"ab\" \"$2$1\" }}|{{ regexReplaceAll \"(?P<x>a)\" \"ab\" \"${x}!\" }}|{{ regexReplaceAll \"a\" \"a\" \"$1x\" }}|{{ regexSplit \"[,;]\" \"a,b;c\" -1 }}",
+            "ba|a!b||[a b c]",
+        ),
+        (
+            "{{ regexMatch \"\\\\pL\" \"é\" }}|{{ regexMatch \"\\\\p{Greek}\" \"α\" }}|{{ regexMatch \"a|\" \"\" }}|{{ regexMatch \"x*\" \"\" }}|{{ regexMatch \"\\\\z\" \"\" }}|{{ regexMatch \"\\\\Z\" \"\" }}|{{ regexMatch \"(?=a)\" \"a\" }}",
+            "true|true|true|true|true|false|false",
+        ),
+        (
+            "{{ regexFind \"[a-\" \"x\" }}|{{ regexMatch \"[]a]\" \"]\" }}|{{ regexMatch \"[^]a]\" \"b\" }}|{{ regexMatch \"a{1001}\" \"a\" }}|{{ regexMatch \"\\\\e\" \"a\" }}",
+            "{{ regexFind \"[a-\" \"x\" }}|{{ regexMatch \"[]a]\" \"]\" }}|{{ regexMatch \"[^]a]\" \"b\" }}|{{ regexMatch \"a{1001}\" \"a\" }}|{{ regexMatch \"\\\\e\" \"a\" }}",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = render(text, &dot).unwrap_or_else(|_| (*text).to_owned());
+        assert_eq!(&got, want, "{text}");
+    }
+}
