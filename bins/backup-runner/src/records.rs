@@ -68,6 +68,10 @@ pub enum MirrorError {
     /// The S3 side.
     #[error(transparent)]
     S3(#[from] backup_storage::s3::S3Error),
+    /// The previous attempt's failure, reused until [`RESOLVE_TTL`] passes (so that thousands of
+    /// Backups do not each read the Secrets again).
+    #[error("{0} (cached)")]
+    Cached(String),
 }
 
 impl MirrorError {
@@ -77,6 +81,7 @@ impl MirrorError {
             MirrorError::Api { .. } => "api",
             MirrorError::Secret { .. } => "catalog_config",
             MirrorError::S3(_) => "s3",
+            MirrorError::Cached(_) => "catalog_config",
         }
     }
 }
@@ -189,6 +194,7 @@ fn split(s: &str) -> (String, String) {
 struct Cached {
     at: Option<Instant>,
     bucket: Option<Bucket>,
+    error: Option<String>,
 }
 
 /// Resolves (and caches for [`RESOLVE_TTL`]) the bucket side.
@@ -235,14 +241,18 @@ impl Mirror {
         if let Some(at) = cached.at
             && at.elapsed() < RESOLVE_TTL
         {
-            return Ok(cached.bucket.clone());
+            return match &cached.error {
+                Some(e) => Err(MirrorError::Cached(e.clone())),
+                None => Ok(cached.bucket.clone()),
+            };
         }
-        let bucket = self.resolve().await?;
+        let resolved = self.resolve().await;
         *cached = Cached {
             at: Some(Instant::now()),
-            bucket: bucket.clone(),
+            bucket: resolved.as_ref().ok().cloned().flatten(),
+            error: resolved.as_ref().err().map(ToString::to_string),
         };
-        Ok(bucket)
+        resolved
     }
 
     async fn resolve(&self) -> Result<Option<Bucket>, MirrorError> {

@@ -736,3 +736,92 @@ async fn retention_deletes_re_created_backups_and_their_records_as_the_originals
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_after_the_record_write_and_after_a_restore_create_repeats_nothing() {
+    let mut dr = Dr::start(&[A], "s3,cosi", false).await;
+    let s3 = dr.s3().await;
+    let hold = |verb: &str| harness::Hold {
+        verb: Some(verb.into()),
+        group: Some("backups.cozystack.io".into()),
+        resource: Some("backups".into()),
+        subresource: Some(String::new()),
+        user_agent: Some("backup-runner/".into()),
+    };
+    // A Backup made before the runner: its writes are the finalizer (patch), the record (PUT),
+    // the record annotation (patch). Kill the runner as the finalizer is stored, then as the
+    // annotation is, after the record was written.
+    dr.h.create(A, &backup(A, "b-0")).await;
+    dr.h.emulator().unwrap().hold(hold("patch"));
+    dr.spawn_runner().await;
+    eventually_within("the finalizer patch held", WAIT, || async {
+        (dr.h.emulator().unwrap().held() > 0).then_some(())
+    })
+    .await;
+    dr.h.kill("backup-runner").await.unwrap();
+    dr.h.emulator().unwrap().release_holds();
+    dr.h.emulator().unwrap().hold(hold("patch"));
+    dr.h.restart("backup-runner", WAIT).await.unwrap();
+    eventually_within("the annotation patch held", WAIT, || async {
+        (dr.h.emulator().unwrap().held() > 1).then_some(())
+    })
+    .await;
+    assert!(
+        get(&s3, &record::object_key(A, "b-0")).await.is_some(),
+        "the record is written before the annotation"
+    );
+    dr.h.kill("backup-runner").await.unwrap();
+    dr.h.emulator().unwrap().release_holds();
+    dr.h.restart("backup-runner", WAIT).await.unwrap();
+    let b = dr.recorded(A, "b-0", WAIT).await;
+    let bytes = get(&s3, &record::object_key(A, "b-0")).await.unwrap();
+    assert_eq!(
+        b.annotations()[RECORD_ANNOTATION],
+        backup_runner::records::digest(&bytes)
+    );
+    assert_eq!(keys(&s3, &record::namespace_prefix(A)).await.len(), 1);
+
+    // A record of a Backup this cluster lacks: kill the runner as its create is stored.
+    let bucket = dr.bucket().await;
+    dr.h.emulator().unwrap().hold(hold("create"));
+    s3.put(
+        &record::object_key(A, "lost-0"),
+        bucket.seal(&backup(A, "lost-0")).0,
+    )
+    .await
+    .unwrap();
+    eventually_within("the restore's create held", WAIT, || async {
+        (dr.h.emulator().unwrap().held() > 2).then_some(())
+    })
+    .await;
+    dr.h.kill("backup-runner").await.unwrap();
+    dr.h.emulator().unwrap().release_holds();
+    dr.h.restart("backup-runner", WAIT).await.unwrap();
+    let lost = dr.recorded(A, "lost-0", WAIT).await;
+    assert_eq!(lost.labels()[RESTORED_LABEL], "true");
+    // Let a few passes run: the Backup is never created again, and its record stays one.
+    let admin = dr.runner().await;
+    eventually_within("two passes after the restart", WAIT, || async {
+        (admin.metrics().value(
+            "cozy_backups_backup_runner_catalog_syncs_total",
+            &[("result", "ok")],
+        ) >= 2.0)
+            .then_some(())
+    })
+    .await;
+    let audit = dr.h.audit();
+    assert_eq!(
+        audit.creates_by("backup-runner/", "backups.cozystack.io", "backups"),
+        1
+    );
+    assert_eq!(
+        dr.backups(A)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+    assert_eq!(keys(&s3, &record::namespace_prefix(A)).await.len(), 2);
+}

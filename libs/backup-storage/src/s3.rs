@@ -18,6 +18,10 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
+/// Requests one client (and its clones) has in flight at most: a catch-up over thousands of
+/// Backups queues here instead of opening thousands of connections.
+pub const MAX_IN_FLIGHT: usize = 16;
+
 /// The largest ListObjectsV2 page read (1,000 keys of up to 1,024 bytes, and their XML).
 const LIST_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -140,6 +144,7 @@ pub struct S3Client {
     base: String,
     http: reqwest::Client,
     requests: Arc<AtomicU64>,
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -196,6 +201,7 @@ impl S3Client {
             base,
             http,
             requests: Arc::new(AtomicU64::new(0)),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         })
     }
 
@@ -211,6 +217,7 @@ impl S3Client {
 
     /// Writes `body` at `key`.
     pub async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), S3Error> {
+        let _permit = self.permit().await;
         let resp = self
             .send("put", reqwest::Method::PUT, key, &[], body)
             .await?;
@@ -219,6 +226,7 @@ impl S3Client {
 
     /// Deletes `key` (S3 answers success for a missing key too).
     pub async fn delete(&self, key: &str) -> Result<(), S3Error> {
+        let _permit = self.permit().await;
         let resp = self
             .send("delete", reqwest::Method::DELETE, key, &[], Vec::new())
             .await?;
@@ -230,6 +238,7 @@ impl S3Client {
 
     /// Reads `key`, at most `cap` bytes.
     pub async fn get_capped(&self, key: &str, cap: u64) -> Result<Got, S3Error> {
+        let _permit = self.permit().await;
         let resp = self
             .send("get", reqwest::Method::GET, key, &[], Vec::new())
             .await?;
@@ -253,6 +262,7 @@ impl S3Client {
         if let Some(t) = token {
             query.push(("continuation-token", t.to_owned()));
         }
+        let _permit = self.permit().await;
         let resp = self
             .send("list", reqwest::Method::GET, "", &query, Vec::new())
             .await?;
@@ -269,6 +279,11 @@ impl S3Client {
             key: prefix.into(),
             message,
         })
+    }
+
+    async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        // The semaphore is never closed.
+        self.in_flight.acquire().await.ok()
     }
 
     async fn send(
