@@ -1,11 +1,12 @@
-//! slim-sprig's `FuncMap()`: every function whose result depends only on its arguments, with
-//! its Go parameter types (which decide what a template may pass) and its Go result type.
+//! slim-sprig's `FuncMap()`: the functions whose result depends only on their arguments, with
+//! their Go parameter types (which decide what a template may pass) and Go result types.
 //! A Go panic inside a function is an execution error, as `text/template` recovers it.
 //!
 //! Not offered (a template that calls one does not parse, and is used as written): the
 //! functions that read the clock, the environment, the network or a random source (`now`,
-//! `date*`, `ago`, `htmlDate*`, `unixEpoch`, `toDate`, `mustToDate`, `duration`,
-//! `durationRound`, `randInt`, `env`, `expandenv`, `getHostByName`) and `urlParse`/`urlJoin`.
+//! `date*`, `ago`, `htmlDate*`, `unixEpoch`, `randInt`, `env`, `expandenv`, `getHostByName`),
+//! and, although deterministic, those that need Go's time or URL packages (`duration`,
+//! `durationRound`, `toDate`, `mustToDate`, `urlParse`, `urlJoin`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
