@@ -9,6 +9,7 @@
 //
 //	template  {"text": string, "context": object}
 //	          -> {"out": string} | {"err": "parse"|"exec"|"limit", "msg": string}
+//	          ("limit": past 1 MiB of output or 10 s, where Go itself has no limit)
 //	cron      {"spec": string, "zone": string, "from": unix seconds, "n": int}
 //	          -> {"next": [unix seconds | null, ...]} | {"err": "parse", "msg": string} | {"err": "panic", "msg": string}
 //	duration  {"text": string} -> {"ns": int, "str": string, "secs": string} | {"err": "parse", "msg": string}
@@ -124,14 +125,23 @@ func templateCase(line []byte) any {
 	if err != nil {
 		return failure{"parse", err.Error()}
 	}
-	// Go puts no limit on the output (a range over a huge integer runs until the process runs
-	// out of memory); past 1 MiB the case is answered as "limit" (see the Rust side's check).
+	// Go puts no limit on a template (a range over a huge integer runs until the process runs
+	// out of memory, or without output practically forever): past 1 MiB of output or 10 seconds
+	// the case is answered as "limit" (see the Rust side's check). A timed-out execution is left
+	// running; it ends with the process.
 	buf := &limitedBuffer{max: 1 << 20}
-	if err := tpl.Execute(buf, ctx); err != nil {
-		if errors.Is(err, errOutputLimit) {
-			return failure{"limit", err.Error()}
+	done := make(chan error, 1)
+	go func() { done <- tpl.Execute(buf, ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			if errors.Is(err, errOutputLimit) {
+				return failure{"limit", err.Error()}
+			}
+			return failure{"exec", err.Error()}
 		}
-		return failure{"exec", err.Error()}
+	case <-time.After(10 * time.Second):
+		return failure{"limit", "execution did not end within 10s"}
 	}
 	return struct {
 		Out string `json:"out"`

@@ -574,8 +574,9 @@ pub fn check(case: &Json, go: &Json) -> Verdict {
     let ours = drivers::template::render_string(text, &case["context"]);
     if let Some(("limit", _)) = go_error(go) {
         // Go has no limit: past 1 MiB of output (a range over a huge integer) it runs until
-        // the process runs out of memory. Here the execution fails and the string is used as
-        // written (pinned by gotemplate's runaway_templates_fail_instead_of_exhausting_memory).
+        // the process runs out of memory, without output practically forever (the reference
+        // gives up after 10 s). Here the execution fails and the string is used as written
+        // (pinned by gotemplate's runaway_templates_fail_instead_of_exhausting_memory).
         return if ours == text {
             Verdict::Deviation("runaway output: Go exhausts memory, here used as written")
         } else {
