@@ -553,17 +553,37 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
             Ok(def.clone())
         }),
         "chunk" | "mustChunk" => f(&[Int, Any], |a| {
+            // slim-sprig's float arithmetic, as it computes the chunk count and sizes.
             let size = int(&a[0]);
             let items = list_items(&a[1], "chunk type")?;
-            if size <= 0 {
+            let l = items.len() as i64;
+            let cs = go_f64_to_i64(((l - 1) as f64 / size as f64).floor() + 1.0);
+            if !(0..=MAX_SIZE as i64).contains(&cs) {
                 return Err("makeslice: len out of range".into());
             }
-            Ok(any_list(
-                items
-                    .chunks(size as usize)
-                    .map(|c| any_list(c.to_vec()))
-                    .collect(),
-            ))
+            let mut out = Vec::new();
+            for i in 0..cs {
+                let mut clen = size;
+                if i == cs - 1 {
+                    clen = go_f64_to_i64((l as f64 % size as f64).floor());
+                    if clen == 0 {
+                        clen = size;
+                    }
+                }
+                if clen < 0 {
+                    return Err("makeslice: len out of range".into());
+                }
+                let mut chunk = Vec::new();
+                for j in 0..clen {
+                    let ix = i.wrapping_mul(size).wrapping_add(j);
+                    if ix < 0 || ix >= l {
+                        return Err("reflect: slice index out of range".into());
+                    }
+                    chunk.push(items[ix as usize].clone());
+                }
+                out.push(any_list(chunk));
+            }
+            Ok(any_list(out))
         }),
         // Flow control.
         "fail" => f(&[Str], |a| {

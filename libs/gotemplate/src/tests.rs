@@ -727,6 +727,13 @@ fn definitions_chunks_and_empty_regex_matches_as_go() {
         r("{{ chunk 2 .Application.spec.empty }}|{{ chunk 2 (list 1 2 3) }}"),
         "[]|[[1 2] [3]]"
     );
+    // slim-sprig's float arithmetic for the chunk count: some negative sizes give no chunk.
+    assert_eq!(
+        r("{{ chunk -1 (list 1 2) }}|{{ chunk -2 (list 1 2 3) }}"),
+        "[]|[]"
+    );
+    assert!(fails("{{ chunk 0 (list 1 2) }}"));
+    assert!(fails("{{ chunk -1 (list 1 2 3) }}"));
     // An empty match never splits a character.
     assert_eq!(r("{{ regexReplaceAll \"\" \"ünï\" \"-\" }}"), "-ü-n-ï-");
     assert_eq!(r("{{ regexFindAll \"\" \"é\" -1 }}"), "[ ]");
