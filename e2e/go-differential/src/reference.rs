@@ -87,7 +87,10 @@ impl Reference {
 
     /// Go's answers, one JSON value per input line, in order.
     pub fn answer(&self, mode: &str, cases: &[String]) -> Result<Vec<serde_json::Value>, String> {
+        // The local zone is UTC on both sides (the daemons run with TZ unset), whatever the
+        // machine's zone.
         let mut child = Command::new(&self.binary)
+            .env("TZ", "UTC")
             .arg(mode)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

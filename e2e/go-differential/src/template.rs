@@ -271,6 +271,49 @@ const FUNCS: &[(&str, usize, usize)] = &[
     ("osBase", 1, 1),
     ("hello", 0, 0),
     ("call", 1, 2),
+    ("duration", 1, 1),
+    ("durationRound", 1, 1),
+];
+
+/// Arguments for `duration` and `durationRound` (seconds, Go durations, and values of the wrong
+/// type, which slim-sprig takes as zero).
+const DURATION_ARGS: &[&str] = &[
+    "\"90\"",
+    "\"-3601\"",
+    "\"+7\"",
+    "\"1.5\"",
+    "\"\"",
+    "\"99999999999999999999\"",
+    "\"-99999999999999999999\"",
+    "\"9223372036\"",
+    "\"1h30m\"",
+    "\"-2h45m10.5s\"",
+    "\"720h\"",
+    "\"8761h\"",
+    "\"721h\"",
+    "\"25h\"",
+    "\"61s\"",
+    "\"1s\"",
+    "\"1.000000001s\"",
+    "\"300ms\"",
+    "\"2µs\"",
+    "\"3d\"",
+    "\"9223372036854775807ns\"",
+    "\"-9223372036854775808ns\"",
+    "\".5h\"",
+    "(int64 86401)",
+    "(int64 -59)",
+    "(int64 \"9223372036854775807\")",
+    "(int64 \"-9223372036854775808\")",
+    "(int64 61000000001)",
+    "(int64 31536000000000001)",
+    "(int 90)",
+    "90",
+    "1.5",
+    ".Application.spec.size",
+    ".Application.spec.whole",
+    ".Application.spec.big",
+    ".Application.spec.neg",
 ];
 
 /// The `template` subject: strategy-shaped strings, the constructs strategy templates are
@@ -534,6 +577,11 @@ fn call(rng: &mut Rng, size: usize, vars: &[String], depth: usize) -> String {
         n = rng.below(4);
     }
     let mut s = name.to_owned();
+    if matches!(name, "duration" | "durationRound") && rng.chance(70) {
+        s.push(' ');
+        s.push_str(rng.pick_str(DURATION_ARGS));
+        return s;
+    }
     if name == "printf" && n > 0 {
         s.push(' ');
         let formats: &[&str] = if full() {

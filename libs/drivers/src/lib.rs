@@ -2,7 +2,8 @@
 //! `restore-orchestrator` (restore paths): no Kubernetes client, no clock.
 //!
 //! ```text
-//!  template   Go text/template rendering of strategy templates (gtmpl + the Sprig helpers in use)
+//!  template   Go text/template rendering of strategy templates (our gotemplate engine: Go's
+//!             text/template with slim-sprig's functions)
 //!  status     the job status transitions every driver makes (fail, wait, start, running, success)
 //!  cnpg       CloudNativePG + barman-cloud: names, bodies, phases, snapshot, catalog fields
 //!  mariadb    mariadb-operator logical backups: operator Backup body, Complete condition, catalog

@@ -2,11 +2,14 @@
 //! their Go parameter types (which decide what a template may pass) and Go result types.
 //! A Go panic inside a function is an execution error, as `text/template` recovers it.
 //!
-//! Not offered (a template that calls one does not parse, and is used as written): the
-//! functions that read the clock, the environment, the network or a random source (`now`,
-//! `date*`, `ago`, `htmlDate*`, `unixEpoch`, `randInt`, `env`, `expandenv`, `getHostByName`),
-//! and, although deterministic, those that need Go's time or URL packages (`duration`,
-//! `durationRound`, `toDate`, `mustToDate`, `urlParse`, `urlJoin`).
+//! Not offered, on purpose (a template that calls one does not parse, and is used as written):
+//! `env`, `expandenv` and `getHostByName`. Templates come from tenants' strategies; rendering one
+//! must not read the controller's environment (credentials live there) or make network lookups
+//! from inside the cluster.
+//!
+//! Not offered yet (each a difference from upstream, where the template renders): the functions
+//! that need Go's `time.Time` or `net/url` (`now`, `date*`, `ago`, `htmlDate*`, `unixEpoch`,
+//! `toDate`, `mustToDate`, `urlParse`, `urlJoin`) and `randInt`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use sha1::Digest as _;
 
+use crate::duration;
 use crate::exec::{Func, Ty, any_list, f, fv};
 use crate::fmt;
 use crate::parse::{go_f64_to_i64, parse_float};
@@ -583,7 +587,26 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
                 }
                 out.push(any_list(chunk));
             }
-            Ok(any_list(out))
+            Ok(Value::List(Elem::AnyList, Some(Arc::new(out))))
+        }),
+        // Durations.
+        "duration" => f(&[Any], |a| {
+            let n = match &a[0] {
+                Value::Str(s) => parse_int10_saturating(s),
+                Value::Int64(i) => *i,
+                _ => 0,
+            };
+            Ok(Value::str(duration::format_duration(
+                n.wrapping_mul(1_000_000_000),
+            )))
+        }),
+        "durationRound" => f(&[Any], |a| {
+            let d = match &a[0] {
+                Value::Str(s) => duration::parse_duration(s).unwrap_or(0),
+                Value::Int64(i) => *i,
+                _ => 0,
+            };
+            Ok(Value::str(duration::duration_round(d)))
         }),
         // Flow control.
         "fail" => f(&[Str], |a| {
@@ -738,6 +761,23 @@ fn parse_int10(s: &[u8]) -> Option<i64> {
         return None;
     }
     s.parse::<i64>().ok()
+}
+
+/// Go's `strconv.ParseInt(s, 10, 64)` with its error ignored: a syntax error gives 0, an
+/// out-of-range number the nearest limit.
+fn parse_int10_saturating(s: &[u8]) -> i64 {
+    let Ok(text) = std::str::from_utf8(s) else {
+        return 0;
+    };
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    text.parse::<i64>().unwrap_or(if text.starts_with('-') {
+        i64::MIN
+    } else {
+        i64::MAX
+    })
 }
 
 fn parse_int_base(s: &str, base: u32) -> Option<i64> {

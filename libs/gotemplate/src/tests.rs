@@ -795,3 +795,45 @@ fn regular_expressions_in_gos_syntax() {
         assert_eq!(&got, want, "{text}");
     }
 }
+
+/// slim-sprig's `duration` (seconds as an `int64` or a decimal string; anything else is 0) and
+/// `durationRound`; expected values are Go's.
+#[test]
+fn durations_as_go() {
+    assert_eq!(
+        r(
+            "{{ duration \"90\" }}|{{ duration 90 }}|{{ duration (int64 3600) }}|{{ duration \"-1\" }}|{{ duration \"1.5\" }}"
+        ),
+        "1m30s|0s|1h0m0s|-1s|0s"
+    );
+    // An out-of-range string saturates, then the multiplication wraps as Go's int64 does.
+    assert_eq!(r("{{ duration \"99999999999999999999\" }}"), "-1s");
+    assert_eq!(
+        r(
+            "{{ durationRound \"2h30m\" }}|{{ durationRound \"-49h\" }}|{{ durationRound \"1s\" }}|{{ durationRound \"bad\" }}|{{ durationRound 5 }}|{{ durationRound (int64 61000000000) }}"
+        ),
+        "2h|2d|0s|0s|0s|1m"
+    );
+}
+
+/// The functions that would read the controller's environment or make network lookups are not
+/// offered: a template that calls one does not parse, and so is used as written.
+#[test]
+fn environment_and_network_functions_are_not_offered() {
+    for text in [
+        "{{ env \"HOME\" }}",
+        "{{ expandenv \"$HOME\" }}",
+        "{{ getHostByName \"localhost\" }}",
+    ] {
+        assert!(parse_fails(text), "{text}");
+    }
+}
+
+/// `chunk` returns a `[][]interface {}`, as slim-sprig's does.
+#[test]
+fn chunk_type_as_go() {
+    assert_eq!(
+        r("{{ typeOf (chunk 2 (list 1 2 3)) }}|{{ kindOf (chunk 2 (list 1)) }}"),
+        "[][]interface {}|slice"
+    );
+}

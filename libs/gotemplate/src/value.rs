@@ -22,6 +22,8 @@ pub enum Elem {
     Str,
     /// `[]int`
     Int,
+    /// `[][]interface{}` (what `chunk` returns)
+    AnyList,
 }
 
 /// The value type of a map (keys are strings).
@@ -139,6 +141,7 @@ impl Value {
             Value::List(Elem::Any, _) => "[]interface {}",
             Value::List(Elem::Str, _) => "[]string",
             Value::List(Elem::Int, _) => "[]int",
+            Value::List(Elem::AnyList, _) => "[][]interface {}",
             Value::Map(MapElem::Any, _) => "map[string]interface {}",
             Value::Map(MapElem::Str, _) => "map[string]string",
             Value::Struct(_) => "struct {}",
