@@ -267,7 +267,6 @@ fn processes_of(dev_dir: &std::path::Path) -> Vec<String> {
 /// backup waiting on an archiver that is stuck in its archive command), sees those processes
 /// running, ends the plane, then expects none of its processes left within a bounded wait.
 #[test]
-#[ignore = "open: the archive-delay annotation does not reach the instance's archive.env within the wait, so the stuck-archiver precondition is never met; the lifetime mechanisms are covered by operator-sims' unit and dataplane tests"]
 fn no_process_outlives_the_plane() {
     use rustix::process::{Pid, Signal};
     use std::io::BufRead as _;
@@ -345,12 +344,13 @@ fn no_process_outlives_the_plane() {
 }
 
 /// Makes `orders-db`'s archive command hang (the simulator's archive-delay control, one hour)
-/// and starts a base backup of it, which then waits for its last WAL segment to be archived;
-/// returns once the plane's processes include that archive command, the `barman-cloud-backup`
-/// and a PostgreSQL server.
+/// and starts a BackupJob of it through the platform: the runner turns on the Cluster's WAL
+/// archiving (until then the simulator writes no archive configuration, so the delay has nothing
+/// to act on) and starts a base backup, which then waits for its last WAL segment to be archived.
+/// Returns once the plane's processes include that archive command, the `barman-cloud-backup` and
+/// a PostgreSQL server.
 fn start_a_stuck_backup(dev_dir: &Path) -> Result<(), String> {
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-    let gvk = |kind| GroupVersionKind::gvk("postgresql.cnpg.io", "v1", kind);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -363,48 +363,33 @@ fn start_a_stuck_backup(dev_dir: &Path) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         kube::Client::try_from(config).map_err(|e| e.to_string())
     })?;
-    let api = |kind| {
+    let api = |group, version, kind| {
         Api::<DynamicObject>::namespaced_with(
             client.clone(),
             devcluster::TENANT,
-            &ApiResource::from_gvk(&gvk(kind)),
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
         )
     };
     let annotations = serde_json::json!({"metadata": {"annotations": {
         operator_sims::cnpg::ANNOTATION_ARCHIVE_DELAY: "3600s"}}});
     runtime
-        .block_on(api("Cluster").patch(
+        .block_on(api("postgresql.cnpg.io", "v1", "Cluster").patch(
             "postgres-orders-db",
             &PatchParams::default(),
             &Patch::Merge(&annotations),
         ))
         .map_err(|e| format!("annotating the Cluster: {e}"))?;
-    // The simulator writes the delay into the instance's archive.env; the backup's WAL switch
-    // must come after that.
-    let pg = dev_dir.join("dataplane/pg").join(devcluster::TENANT);
-    poll("orders-db's archive command to be slow", || {
-        std::fs::read_dir(&pg)
-            .ok()?
-            .flatten()
-            .filter(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.starts_with("postgres-orders-db-")
-                    && !name.starts_with("postgres-orders-db-copy-")
-            })
-            .any(|e| {
-                std::fs::read_to_string(e.path().join("archive.env"))
-                    .is_ok_and(|t| t.contains("ARCHIVE_DELAY_SECONDS=3600"))
-            })
-            .then_some(())
-    })?;
-    let backup = serde_json::from_value(serde_json::json!({
-        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Backup", "metadata": {"name": "stuck"},
-        "spec": {"method": "plugin", "cluster": {"name": "postgres-orders-db"},
-                 "pluginConfiguration": {"name": "barman-cloud.cloudnative-pg.io"}}}))
+    let job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
+        "metadata": {"name": "stuck"},
+        "spec": {"backupClassName": "cozy-default", "applicationRef": {
+            "apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": "orders-db"}}}))
     .map_err(|e| e.to_string())?;
     runtime
-        .block_on(api("Backup").create(&Default::default(), &backup))
-        .map_err(|e| format!("creating the Backup: {e}"))?;
+        .block_on(
+            api("backups.cozystack.io", "v1alpha1", "BackupJob").create(&Default::default(), &job),
+        )
+        .map_err(|e| format!("creating the BackupJob: {e}"))?;
     poll(
         "a barman-cloud-backup waiting on a stuck archive command",
         || {

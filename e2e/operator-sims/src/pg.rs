@@ -309,18 +309,37 @@ const ARCHIVE_WAL: &str = r#"#!/bin/sh
 # archive_command of this instance (written by operator-sims). Without a WAL archiver (no
 # barman-cloud plugin entry) the segment is not kept, as CloudNativePG does.
 dir=$(dirname "$0")/..
+wal=$(basename "$1")
 [ -f "$dir/archive.env" ] || exit 0
 . "$dir/archive.env"
+# Runs "$@" and waits for it while the postmaster lives (its pid is the first line of
+# postmaster.pid in the data directory, the archiver's working directory). A server that is
+# killed outright does not end its archiver's command, so a slow or stuck one would otherwise
+# outlive the server and wait here for ever.
+while_the_server_lives() {
+  pm=$(head -n 1 postmaster.pid 2>/dev/null)
+  "$@" &
+  child=$!
+  while kill -0 "$child" 2>/dev/null; do
+    if [ -n "$pm" ] && ! kill -0 "$pm" 2>/dev/null; then
+      kill -TERM "$child" 2>/dev/null
+      echo "cnpg-sim: the server is gone; not archiving $wal" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+  wait "$child"
+}
 if [ -n "$ARCHIVE_DELAY_SECONDS" ]; then
-  echo "cnpg-sim: slow archiver: waiting ${ARCHIVE_DELAY_SECONDS}s before archiving $(basename "$1")" >&2
-  sleep "$ARCHIVE_DELAY_SECONDS"
+  echo "cnpg-sim: slow archiver: waiting ${ARCHIVE_DELAY_SECONDS}s before archiving $wal" >&2
+  while_the_server_lives sleep "$ARCHIVE_DELAY_SECONDS" || exit 1
 fi
 # shellcheck disable=SC2086
-if barman-cloud-wal-archive $BARMAN_ARGS "$DESTINATION" "$SERVER_NAME" "$1"; then
-  echo "cnpg-sim: archived WAL file $(basename "$1")" >&2
+if while_the_server_lives barman-cloud-wal-archive $BARMAN_ARGS "$DESTINATION" "$SERVER_NAME" "$1"; then
+  echo "cnpg-sim: archived WAL file $wal" >&2
 else
   rc=$?
-  echo "cnpg-sim: failed to archive WAL file $(basename "$1") (exit code $rc)" >&2
+  echo "cnpg-sim: failed to archive WAL file $wal (exit code $rc)" >&2
   exit "$rc"
 fi
 "#;
