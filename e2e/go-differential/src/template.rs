@@ -273,7 +273,172 @@ const FUNCS: &[(&str, usize, usize)] = &[
     ("call", 1, 2),
     ("duration", 1, 1),
     ("durationRound", 1, 1),
+    ("toDate", 2, 2),
+    ("mustToDate", 2, 2),
+    ("date", 2, 2),
+    ("dateInZone", 3, 3),
+    ("date_in_zone", 3, 3),
+    ("htmlDate", 1, 1),
+    ("htmlDateInZone", 2, 2),
+    ("unixEpoch", 1, 1),
+    ("dateModify", 2, 2),
+    ("mustDateModify", 2, 2),
 ];
+
+const DATE_FUNCS: &[&str] = &[
+    "toDate",
+    "mustToDate",
+    "date",
+    "dateInZone",
+    "date_in_zone",
+    "htmlDate",
+    "htmlDateInZone",
+    "unixEpoch",
+    "dateModify",
+    "mustDateModify",
+];
+
+/// Go reference layouts (and layouts with odd corners) for `toDate` and `date`.
+const LAYOUTS: &[&str] = &[
+    "\"2006-01-02\"",
+    "\"2006-01-02T15:04:05Z07:00\"",
+    "\"2006-01-02T15:04:05.999999999Z07:00\"",
+    "\"2006-01-02 15:04:05.000 -0700 MST\"",
+    "\"Mon Jan _2 15:04:05 MST 2006\"",
+    "\"Monday, 02-Jan-06 15:04:05 MST\"",
+    "\"02 Jan 06 15:04 -0700\"",
+    "\"January 2, 2006 3:04:05 PM\"",
+    "\"3:04pm\"",
+    "\"2006-002 __2\"",
+    "\"_2006 1/2\"",
+    "\"15:04:05,999 Z07\"",
+    "\"060102150405\"",
+    "\"2006-01-02 15:04:05 -07:00:00\"",
+    "\"Jan 2 2006 Z070000\"",
+    "\"Janx 2006\"",
+    "\"\"",
+    "\"unix\"",
+];
+
+/// Values for `toDate`: matching one of `LAYOUTS` or not.
+const DATE_VALUES: &[&str] = &[
+    "\"2024-02-29\"",
+    "\"2023-02-29\"",
+    "\"2024-13-01\"",
+    "\"1999-12-31\"",
+    "\"0001-01-01\"",
+    "\"2024-03-10T01:02:03Z\"",
+    "\"2024-03-10T01:02:03.123456789+05:30\"",
+    "\"2024-03-10T01:02:03.5-03:00\"",
+    "\"2024-03-10T25:02:03Z\"",
+    "\"2024-03-10 01:02:03.000 +0100 CET\"",
+    "\"2024-03-10 01:02:03.000 +0000 UTC\"",
+    "\"2024-03-10 01:02:03.000 +0000 GMT\"",
+    "\"Sun Mar 10 01:02:03 UTC 2024\"",
+    "\"Sun Mar  3 01:02:03 CEST 2024\"",
+    "\"Sun Mar 10 01:02:03 GMT+3 2024\"",
+    "\"sunday, 10-mar-24 01:02:03 PST\"",
+    "\"10 Mar 24 13:04 -0700\"",
+    "\"March 10, 2024 1:04:05 PM\"",
+    "\"march 10, 2024 12:04:05 am\"",
+    "\"1:04pm\"",
+    "\"13:04pm\"",
+    "\"2024-060 _60\"",
+    "\"2024-366  1\"",
+    "\"_2024 2/29\"",
+    "\"01:02:03,12 Z\"",
+    "\"01:02:03 +05\"",
+    "\"240310010203\"",
+    "\"2024-03-10 01:02:03 -07:30:15\"",
+    "\"Mar 10 2024 +013015\"",
+    "\"\"",
+    "\"x\"",
+    "\"2024-03-10 \"",
+];
+
+/// Zones for `dateInZone` (one that does not exist is UTC).
+const ZONES: &[&str] = &[
+    "\"UTC\"",
+    "\"\"",
+    "\"Local\"",
+    "\"Europe/Berlin\"",
+    "\"America/Sao_Paulo\"",
+    "\"Asia/Kolkata\"",
+    "\"Australia/Lord_Howe\"",
+    "\"Nowhere/Else\"",
+];
+
+/// Durations for `dateModify`.
+const MODIFY: &[&str] = &[
+    "\"1h\"",
+    "\"-24h\"",
+    "\"1.5h30m\"",
+    "\"-0.000000001s\"",
+    "\"8760h\"",
+    "\"1d\"",
+    "\"\"",
+];
+
+/// A time for the date functions: from `toDate`, Unix seconds, or (for `unixEpoch` and
+/// `dateModify`) something that is not a time.
+fn date_time(rng: &mut Rng) -> String {
+    match rng.below(8) {
+        0 => format!(
+            "(int64 {})",
+            rng.pick_str(&["0", "-1", "1709999999", "253402300799"])
+        ),
+        1 => rng.pick_str(&["86399", "-86400", "1234567890"]).to_owned(),
+        2 => format!(
+            "(toDate {} {} | dateModify {})",
+            rng.pick_str(LAYOUTS),
+            rng.pick_str(DATE_VALUES),
+            rng.pick_str(MODIFY)
+        ),
+        _ => format!(
+            "(toDate {} {})",
+            rng.pick_str(LAYOUTS),
+            rng.pick_str(DATE_VALUES)
+        ),
+    }
+}
+
+/// The date functions' arguments; `date`-like functions always get a time or Unix seconds
+/// (anything else is the current time, which differs between the two runs).
+fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
+    if !DATE_FUNCS.contains(&name) {
+        return None;
+    }
+    let forced = matches!(
+        name,
+        "date" | "dateInZone" | "date_in_zone" | "htmlDate" | "htmlDateInZone"
+    );
+    if !forced && !rng.chance(80) {
+        return None;
+    }
+    let mut t = date_time(rng);
+    if !forced && matches!(name, "unixEpoch" | "dateModify" | "mustDateModify") {
+        t = t.replace("(int64 0)", "(toDate \"2006\" \"2024\")");
+    }
+    Some(match name {
+        "toDate" | "mustToDate" => format!(
+            "{name} {} {}",
+            rng.pick_str(LAYOUTS),
+            rng.pick_str(DATE_VALUES)
+        ),
+        "date" => format!("date {} {t}", rng.pick_str(LAYOUTS)),
+        "dateInZone" | "date_in_zone" => {
+            format!(
+                "{name} {} {t} {}",
+                rng.pick_str(LAYOUTS),
+                rng.pick_str(ZONES)
+            )
+        }
+        "htmlDate" => format!("htmlDate {t}"),
+        "htmlDateInZone" => format!("htmlDateInZone {t} {}", rng.pick_str(ZONES)),
+        "unixEpoch" => format!("unixEpoch {t}"),
+        _ => format!("{name} {} {t}", rng.pick_str(MODIFY)),
+    })
+}
 
 /// Arguments for `duration` and `durationRound` (seconds, Go durations, and values of the wrong
 /// type, which slim-sprig takes as zero).
@@ -577,6 +742,9 @@ fn call(rng: &mut Rng, size: usize, vars: &[String], depth: usize) -> String {
         n = rng.below(4);
     }
     let mut s = name.to_owned();
+    if let Some(c) = date_call(rng, name) {
+        return c;
+    }
     if matches!(name, "duration" | "durationRound") && rng.chance(70) {
         s.push(' ');
         s.push_str(rng.pick_str(DURATION_ARGS));

@@ -24,6 +24,8 @@ pub(crate) enum Ty {
     Bool,
     /// `map[string]interface{}`
     MapAny,
+    /// `time.Time`
+    Time,
 }
 
 /// A function: its parameters (the last one repeated when `variadic`) and its body. An `Err`
@@ -822,7 +824,8 @@ fn validate(v: Value, ty: Ty) -> R<Value> {
         | (Ty::Int, Value::Int(_))
         | (Ty::Float, Value::Float(_))
         | (Ty::Bool, Value::Bool(_))
-        | (Ty::MapAny, Value::Map(MapElem::Any, _)) => Ok(v),
+        | (Ty::MapAny, Value::Map(MapElem::Any, _))
+        | (Ty::Time, Value::Time(_)) => Ok(v),
         _ => fail(format!("wrong type for value; got {}", v.type_name())),
     }
 }

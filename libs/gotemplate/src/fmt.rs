@@ -305,6 +305,16 @@ impl Printer {
             Value::Uint8(u) => self.fmt_integer(u64::from(*u), false, verb, v),
             Value::Float(x) => self.fmt_float(*x, verb, v),
             Value::Str(s) => self.fmt_string(s, verb, v),
+            Value::Time(t) => {
+                // Go calls `String()` for the verbs a string takes; the others would print the
+                // struct's private fields (a pointer among them), shown here as a bad verb.
+                let text = t.string().unwrap_or_default();
+                if matches!(verb, 'v' | 's' | 'x' | 'X' | 'q') {
+                    self.fmt_string(&text, verb, &Value::str(&text));
+                } else {
+                    self.bad_verb(verb, v);
+                }
+            }
             Value::Map(_, m) => {
                 if self.f.sharp_v {
                     self.buf.extend_from_slice(v.type_name().as_bytes());

@@ -17,6 +17,7 @@
 mod duration;
 mod exec;
 mod fmt;
+pub mod gotime;
 mod parse;
 mod sprig;
 mod value;

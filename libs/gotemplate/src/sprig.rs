@@ -1,5 +1,5 @@
-//! slim-sprig's `FuncMap()`: the functions whose result depends only on their arguments, with
-//! their Go parameter types (which decide what a template may pass) and Go result types.
+//! slim-sprig's `FuncMap()`: its functions with their Go parameter types (which decide what a
+//! template may pass) and Go result types.
 //! A Go panic inside a function is an execution error, as `text/template` recovers it.
 //!
 //! Not offered, on purpose (a template that calls one does not parse, and is used as written):
@@ -7,9 +7,11 @@
 //! must not read the controller's environment (credentials live there) or make network lookups
 //! from inside the cluster.
 //!
-//! Not offered yet (each a difference from upstream, where the template renders): the functions
-//! that need Go's `time.Time` or `net/url` (`now`, `date*`, `ago`, `htmlDate*`, `unixEpoch`,
-//! `toDate`, `mustToDate`, `urlParse`, `urlJoin`) and `randInt`.
+//! Not offered yet (a difference from upstream, where such a template renders): `urlParse`
+//! and `urlJoin`, which need Go's `net/url`.
+//!
+//! The date functions see the local zone as UTC (see `gotime`); `now`, `ago` and `randInt` read
+//! the real clock and a real random source, as upstream's do.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,11 +19,11 @@ use std::sync::Arc;
 use base64::Engine as _;
 use sha1::Digest as _;
 
-use crate::duration;
 use crate::exec::{Func, Ty, any_list, f, fv};
 use crate::fmt;
 use crate::parse::{go_f64_to_i64, parse_float};
 use crate::value::{Elem, Map, MapElem, Value, decode_rune, runes};
+use crate::{duration, gotime};
 
 use Ty::{Any, Bool, Float, Int, MapAny, Str};
 
@@ -589,6 +591,62 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
             }
             Ok(Value::List(Elem::AnyList, Some(Arc::new(out))))
         }),
+        // Dates (the local zone is UTC, see `gotime`).
+        "now" => f(&[], |_| Ok(time_value(gotime::Time::now()))),
+        "date" => f(&[Str, Any], |a| date_in_zone(bytes(&a[0]), &a[1], b"Local")),
+        "dateInZone" | "date_in_zone" => f(&[Str, Any, Str], |a| {
+            date_in_zone(bytes(&a[0]), &a[1], bytes(&a[2]))
+        }),
+        "htmlDate" => f(&[Any], |a| date_in_zone(b"2006-01-02", &a[0], b"Local")),
+        "htmlDateInZone" => f(&[Any, Str], |a| {
+            date_in_zone(b"2006-01-02", &a[0], bytes(&a[1]))
+        }),
+        "dateModify" | "date_modify" => f(&[Str, Ty::Time], |a| {
+            let t = time_of(&a[1]);
+            Ok(match duration::parse_duration(bytes(&a[0])) {
+                Ok(d) => time_value(t.add(d)),
+                Err(_) => a[1].clone(),
+            })
+        }),
+        "mustDateModify" | "must_date_modify" => f(&[Str, Ty::Time], |a| {
+            let d = duration::parse_duration(bytes(&a[0]))?;
+            Ok(time_value(time_of(&a[1]).add(d)))
+        }),
+        "toDate" => f(&[Str, Str], |a| {
+            Ok(time_value(
+                gotime::parse_in_local(bytes(&a[0]), bytes(&a[1]))
+                    .unwrap_or_else(gotime::Time::zero),
+            ))
+        }),
+        "mustToDate" => f(&[Str, Str], |a| {
+            gotime::parse_in_local(bytes(&a[0]), bytes(&a[1]))
+                .map(time_value)
+                .ok_or_else(|| format!("parsing time {}", fmt::quote(bytes(&a[1]))))
+        }),
+        "unixEpoch" => f(&[Ty::Time], |a| {
+            Ok(Value::str(time_of(&a[0]).secs.to_string()))
+        }),
+        "ago" => f(&[Any], |a| {
+            let t = match &a[0] {
+                Value::Time(t) => (**t).clone(),
+                Value::Int64(n) | Value::Int(n) => gotime::Time::unix(*n),
+                _ => gotime::Time::now(),
+            };
+            let now = gotime::Time::now();
+            let since = (i128::from(now.secs) - i128::from(t.secs)) * 1_000_000_000
+                + i128::from(now.nanos)
+                - i128::from(t.nanos);
+            let since = since.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+            Ok(Value::str(duration::format_duration(round_second(since))))
+        }),
+        "randInt" => f(&[Int, Int], |a| {
+            let (min, max) = (int(&a[0]), int(&a[1]));
+            let n = max.wrapping_sub(min);
+            if n <= 0 {
+                return Err("invalid argument to Intn".into());
+            }
+            Ok(Value::Int(rand::random_range(0..n).wrapping_add(min)))
+        }),
         // Durations.
         "duration" => f(&[Any], |a| {
             let n = match &a[0] {
@@ -761,6 +819,49 @@ fn parse_int10(s: &[u8]) -> Option<i64> {
         return None;
     }
     s.parse::<i64>().ok()
+}
+
+fn time_value(t: gotime::Time) -> Value {
+    Value::Time(Arc::new(t))
+}
+
+fn time_of(v: &Value) -> gotime::Time {
+    match v {
+        Value::Time(t) => (**t).clone(),
+        _ => gotime::Time::zero(),
+    }
+}
+
+/// slim-sprig's `dateInZone`: a `time.Time` or Unix seconds (`int`, `int64`; any other value is
+/// the current time), shown in `zone` (UTC when Go cannot load it).
+fn date_in_zone(layout: &[u8], date: &Value, zone: &[u8]) -> Res {
+    let t = match date {
+        Value::Time(t) => (**t).clone(),
+        Value::Int(n) | Value::Int64(n) => gotime::Time::unix(*n),
+        _ => gotime::Time::now(),
+    };
+    t.in_loc(gotime::load_location(zone))
+        .format(layout)
+        .map(Value::str)
+        .ok_or_else(|| "time out of the supported range".into())
+}
+
+/// Go's `Duration.Round(time.Second)`: halves away from zero, saturating.
+fn round_second(d: i64) -> i64 {
+    const S: i64 = 1_000_000_000;
+    let r = d % S;
+    if d < 0 {
+        let r = -r;
+        if r + r < S {
+            return d + r;
+        }
+        d.checked_sub(S - r).unwrap_or(i64::MIN)
+    } else {
+        if r + r < S {
+            return d - r;
+        }
+        d.checked_add(S - r).unwrap_or(i64::MAX)
+    }
 }
 
 /// Go's `strconv.ParseInt(s, 10, 64)` with its error ignored: a syntax error gives 0, an
@@ -1553,6 +1654,14 @@ fn encode(v: &Value, html: bool, out: &mut Vec<u8>) -> Result<(), String> {
             out.extend_from_slice(b"null");
         }
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Time(t) => {
+            // `Time.MarshalJSON`: RFC 3339 with nanoseconds, years 0 to 9999 only.
+            let text = t
+                .format(b"2006-01-02T15:04:05.999999999Z07:00")
+                .filter(|s| s.first().is_some_and(u8::is_ascii_digit) && s.len() >= 4 && s[4] == b'-')
+                .ok_or("json: error calling MarshalJSON for type time.Time: Time.MarshalJSON: year outside of range [0,9999]")?;
+            encode_string(&text, html, out);
+        }
         Value::Int(i) | Value::Int64(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Uint8(u) => out.extend_from_slice(u.to_string().as_bytes()),
         Value::Float(f) => {

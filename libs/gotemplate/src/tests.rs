@@ -445,24 +445,25 @@ fn slim_sprig_functions() {
     assert!(fails("{{ indent -1 \"a\" }}"));
 }
 
-/// Documented deviation: the functions of slim-sprig that read the clock, the environment or
-/// the network are not offered, so a template that calls one is used as written (Go renders it,
-/// differently on every run).
+/// Documented deviation, on purpose: the functions of slim-sprig that read the controller's
+/// environment or make network lookups are not offered (a template that calls one is used as
+/// written); the clock and random ones are.
 #[test]
-fn non_deterministic_functions_are_not_offered() {
+fn environment_functions_are_not_offered_clock_ones_are() {
+    for name in ["env", "expandenv", "getHostByName"] {
+        assert!(!crate::has_function(name), "{name}");
+    }
     for name in [
         "now",
         "date",
         "randInt",
-        "env",
-        "expandenv",
-        "getHostByName",
         "ago",
         "toDate",
+        "duration",
+        "durationRound",
     ] {
-        assert!(!crate::has_function(name), "{name}");
+        assert!(crate::has_function(name), "{name}");
     }
-    assert!(parse_fails("{{ now }}"));
 }
 
 /// Documented deviation: Go has no limit on a template's output or its loops (a range over a
@@ -836,4 +837,80 @@ fn chunk_type_as_go() {
         r("{{ typeOf (chunk 2 (list 1 2 3)) }}|{{ kindOf (chunk 2 (list 1)) }}"),
         "[][]interface {}|slice"
     );
+}
+
+/// slim-sprig's date functions on fixed times; expected values are Go's (local zone UTC).
+#[test]
+fn dates_as_go() {
+    let cases = [
+        (
+            "{{ toDate \"2006-01-02\" \"2024-02-29\" }}",
+            "2024-02-29 00:00:00 +0000 UTC",
+        ),
+        (
+            "{{ toDate \"2006-01-02\" \"2023-02-29\" }}",
+            "0001-01-01 00:00:00 +0000 UTC",
+        ),
+        (
+            "{{ toDate \"2006-01-02T15:04:05Z07:00\" \"2024-03-10T01:02:03.5+02:00\" }}",
+            "2024-03-10 01:02:03.5 +0200 +0200",
+        ),
+        (
+            "{{ toDate \"2006-01-02 15:04 MST\" \"2024-03-10 01:02 CEST\" | unixEpoch }}",
+            "1710032520",
+        ),
+        (
+            "{{ dateInZone \"Mon Jan _2 15:04:05 MST 2006\" (toDate \"2006-01-02\" \"2024-07-04\") \"Europe/Berlin\" }}",
+            "Thu Jul  4 02:00:00 CEST 2024",
+        ),
+        (
+            "{{ dateInZone \"2006-01-02T15:04:05.000Z07:00 PM __2\" (toDate \"2006-01-02\" \"2024-07-04\") \"America/Sao_Paulo\" }}",
+            "2024-07-03T21:00:00.000-03:00 PM 185",
+        ),
+        ("{{ date \"02/01/06 3pm\" 86399 }}", "01/01/70 11pm"),
+        (
+            "{{ htmlDateInZone (int64 0) \"Nowhere/Else\" }}",
+            "1970-01-01",
+        ),
+        (
+            "{{ toDate \"2006-01-02\" \"2024-01-31\" | dateModify \"-1.5h\" }}",
+            "2024-01-30 22:30:00 +0000 UTC",
+        ),
+        (
+            "{{ toDate \"2006-01-02\" \"2024-01-31\" | dateModify \"bad\" | htmlDate }}",
+            "2024-01-31",
+        ),
+        ("{{ typeOf (toDate \"2006\" \"2024\") }}", "time.Time"),
+        (
+            "{{ dateInZone \"Mon Jan _2 15:04:05 MST 2006 -0700\" (toDate \"2006\" \"0001\") \"Europe/Berlin\" }}",
+            "Mon Jan  1 00:53:28 LMT 0001 +0053",
+        ),
+        (
+            "{{ toDate \"2006-01-02 15:04 MST\" \"2024-03-10 01:02 CEST\" }}|{{ toJson (toDate \"2006\" \"2024\") }}",
+            "2024-03-10 01:02:00 +0000 CEST|\"2024-01-01T00:00:00Z\"",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(r(text), want, "{text}");
+    }
+    assert!(fails("{{ mustToDate \"2006\" \"x\" }}"));
+    assert!(fails(
+        "{{ mustDateModify \"1d\" (toDate \"2006\" \"2024\") }}"
+    ));
+    assert!(fails("{{ dateModify \"1h\" \"2024\" }}"));
+}
+
+/// The clock and the random source: only the shape of the result is fixed.
+#[test]
+fn clock_and_random_shapes() {
+    let year = chrono::Utc::now().format("%Y").to_string();
+    assert_eq!(r("{{ now | date \"2006\" }}"), year);
+    assert!(r("{{ now }}").contains(" +0000 UTC m=+"));
+    assert_eq!(r("{{ ago now }}"), "0s");
+    assert_eq!(r("{{ typeOf now }}"), "time.Time");
+    for _ in 0..50 {
+        let n: i64 = r("{{ randInt 3 7 }}").parse().unwrap_or(-1);
+        assert!((3..7).contains(&n), "{n}");
+    }
+    assert!(fails("{{ randInt 3 3 }}"));
 }

@@ -63,6 +63,8 @@ pub enum Value {
     Map(MapElem, Option<Arc<Map>>),
     /// A struct-like object: a missing field is an error (not a Go map).
     Struct(Arc<Map>),
+    /// `time.Time`
+    Time(Arc<crate::gotime::Time>),
 }
 
 impl Value {
@@ -145,6 +147,7 @@ impl Value {
             Value::Map(MapElem::Any, _) => "map[string]interface {}",
             Value::Map(MapElem::Str, _) => "map[string]string",
             Value::Struct(_) => "struct {}",
+            Value::Time(_) => "time.Time",
         }
     }
 
@@ -160,7 +163,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::List(..) => "slice",
             Value::Map(..) => "map",
-            Value::Struct(_) => "struct",
+            Value::Struct(_) | Value::Time(_) => "struct",
         }
     }
 
@@ -228,7 +231,7 @@ impl Value {
             Value::Float(f) => *f != 0.0,
             Value::Str(s) => !s.is_empty(),
             Value::List(..) | Value::Map(..) => self.len().unwrap_or(0) > 0,
-            Value::Struct(_) => true,
+            Value::Struct(_) | Value::Time(_) => true,
         }
     }
 
@@ -257,6 +260,7 @@ impl Value {
                     && a.is_none() == b.is_none()
                     && maps_equal(self.entries(), other.entries())
             }
+            (Value::Time(a), Value::Time(b)) => a == b,
             (Value::Struct(a), Value::Struct(b)) => {
                 a.len() == b.len()
                     && a.iter()
