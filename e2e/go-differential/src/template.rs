@@ -283,7 +283,89 @@ const FUNCS: &[(&str, usize, usize)] = &[
     ("unixEpoch", 1, 1),
     ("dateModify", 2, 2),
     ("mustDateModify", 2, 2),
+    ("urlParse", 1, 1),
+    ("urlJoin", 1, 1),
 ];
+
+/// URLs for `urlParse`: real-looking ones and nasty ones (escapes, IPv6 zones, colons, opaque
+/// forms, control characters, bad ports).
+const URLS: &[&str] = &[
+    "\"https://s3.eu-central-1.amazonaws.com/bucket/prefix/?versionId=3&x=%zz#top\"",
+    "\"s3://backups/cozy/ns-1/app?region=eu\"",
+    "\"https://user:p%40ss@Example.COM:8443/a%2Fb/c%20d;p?q=a+b#frag%20x\"",
+    "\"HTTP://h/ü/%C3%BC\"",
+    "\"mailto:ops@example.com\"",
+    "\"file:///var/lib/x\"",
+    "\"//host.only/p\"",
+    "\"///triple/slash\"",
+    "\"/rel/path?\"",
+    "\"rel/a:b\"",
+    "\"a:b/c:d\"",
+    "\"1x:y\"",
+    "\":nothing\"",
+    "\"*\"",
+    "\"\"",
+    "\"?only=query\"",
+    "\"#only-fragment\"",
+    "\"http://[fe80::1%25en0]:80/x\"",
+    "\"http://[::1]/\"",
+    "\"http://[1.2.3.4]/\"",
+    "\"http://[::1/\"",
+    "\"http://h[::1]/\"",
+    "\"http://a:b:c/\"",
+    "\"foo://a:b:c/\"",
+    "\"http://h:8a/\"",
+    "\"http://h:/\"",
+    "\"http://a b/\"",
+    "\"http://%41/\"",
+    "\"http://a%2Fb/\"",
+    "\"http://a%25b/\"",
+    "\"http://u@s@h/\"",
+    "\"http://u/s@h/\"",
+    "\"http://u s@h/\"",
+    "\"x:y/%zz\"",
+    "\"http://h/%zz\"",
+    "\"http://h/p#%zz\"",
+    "\"http://h/\\tx\"",
+    "\"http://h/a?b?c#d#e\"",
+    "\"HtTpS://H/P/../Q/./R\"",
+    "\"http://h/a%2fb%2F\"",
+    ".Parameters.endpoint",
+    ".Application.spec.path",
+];
+
+/// Dictionaries for `urlJoin`.
+const URL_DICTS: &[&str] = &[
+    "(dict \"scheme\" \"https\" \"host\" \"h.example:8443\" \"path\" \"/a b/ü\" \"query\" \"x=1\" \"fragment\" \"f g\" \"userinfo\" \"u:p@ss\")",
+    "(dict \"path\" \"a:b\")",
+    "(dict \"path\" \"a/b:c\")",
+    "(dict \"scheme\" \"s3\" \"opaque\" \"x/y\" \"path\" \"/ignored\")",
+    "(dict)",
+    "(dict \"host\" \"h\" \"path\" \"p\")",
+    "(dict \"host\" \"[fe80::1%en0]:80\" \"scheme\" \"http\")",
+    "(dict \"host\" \"a b\" \"userinfo\" \"u\")",
+    "(dict \"userinfo\" \"a/b\" \"host\" \"h\")",
+    "(dict \"userinfo\" \"a b\" \"host\" \"h\")",
+    "(dict \"userinfo\" \"user:\" \"host\" \"h\")",
+    "(dict \"host\" 3)",
+    "(dict \"path\" nil)",
+    "(dict \"query\" \"\" \"fragment\" \"#?\" \"path\" \"*\")",
+    "(dict \"scheme\" \"HTTP\" \"path\" \"%zz\")",
+];
+
+/// `urlParse`/`urlJoin` with URL-shaped arguments (or none, 20% of the time).
+fn url_call(rng: &mut Rng, name: &str) -> Option<String> {
+    if !matches!(name, "urlParse" | "urlJoin") || !rng.chance(80) {
+        return None;
+    }
+    let parsed = format!("(urlParse {})", rng.pick_str(URLS));
+    Some(match (name, rng.below(4)) {
+        ("urlParse", 0) => format!("(urlParse {}).hostname", rng.pick_str(URLS)),
+        ("urlParse", _) => format!("urlParse {}", rng.pick_str(URLS)),
+        (_, 0 | 1) => format!("urlJoin {parsed}"),
+        _ => format!("urlJoin {}", rng.pick_str(URL_DICTS)),
+    })
+}
 
 const DATE_FUNCS: &[&str] = &[
     "toDate",
@@ -743,6 +825,9 @@ fn call(rng: &mut Rng, size: usize, vars: &[String], depth: usize) -> String {
     }
     let mut s = name.to_owned();
     if let Some(c) = date_call(rng, name) {
+        return c;
+    }
+    if let Some(c) = url_call(rng, name) {
         return c;
     }
     if matches!(name, "duration" | "durationRound") && rng.chance(70) {

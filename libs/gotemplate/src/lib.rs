@@ -18,6 +18,7 @@ mod duration;
 mod exec;
 mod fmt;
 pub mod gotime;
+mod gourl;
 mod parse;
 mod sprig;
 mod value;

@@ -7,9 +7,6 @@
 //! must not read the controller's environment (credentials live there) or make network lookups
 //! from inside the cluster.
 //!
-//! Not offered yet (a difference from upstream, where such a template renders): `urlParse`
-//! and `urlJoin`, which need Go's `net/url`.
-//!
 //! The date functions see the local zone as UTC (see `gotime`); `now`, `ago` and `randInt` read
 //! the real clock and a real random source, as upstream's do.
 
@@ -23,7 +20,7 @@ use crate::exec::{Func, Ty, any_list, f, fv};
 use crate::fmt;
 use crate::parse::{go_f64_to_i64, parse_float};
 use crate::value::{Elem, Map, MapElem, Value, decode_rune, runes};
-use crate::{duration, gotime};
+use crate::{duration, gotime, gourl};
 
 use Ty::{Any, Bool, Float, Int, MapAny, Str};
 
@@ -646,6 +643,61 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
                 return Err("invalid argument to Intn".into());
             }
             Ok(Value::Int(rand::random_range(0..n).wrapping_add(min)))
+        }),
+        // URLs (Go's net/url, see `gourl`).
+        "urlParse" => f(&[Str], |a| {
+            let u = gourl::parse(bytes(&a[0])).map_err(|e| {
+                format!(
+                    "unable to parse url: parse {}: {e}",
+                    fmt::quote(bytes(&a[0]))
+                )
+            })?;
+            let mut m = Map::new();
+            for (k, v) in [
+                ("scheme", u.scheme.clone()),
+                ("host", u.host.clone()),
+                ("hostname", u.hostname()),
+                ("path", u.path.clone()),
+                ("query", u.raw_query.clone()),
+                ("opaque", u.opaque.clone()),
+                ("fragment", u.fragment.clone()),
+                ("userinfo", u.userinfo()),
+            ] {
+                m.insert(k.as_bytes().to_vec(), Value::str(v));
+            }
+            Ok(Value::map(m))
+        }),
+        "urlJoin" => f(&[MapAny], |a| {
+            let d = entries(&a[0]);
+            let get = |key: &str| -> Result<Vec<u8>, String> {
+                match d.get(key.as_bytes()) {
+                    None => Ok(Vec::new()),
+                    Some(Value::Str(s)) => Ok(s.to_vec()),
+                    Some(v) => Err(format!(
+                        "unable to parse {key} key, must be of type string, but {} found",
+                        v.kind_name()
+                    )),
+                }
+            };
+            let mut u = gourl::Url {
+                scheme: get("scheme")?,
+                host: get("host")?,
+                path: get("path")?,
+                raw_query: get("query")?,
+                opaque: get("opaque")?,
+                fragment: get("fragment")?,
+                ..Default::default()
+            };
+            let userinfo = get("userinfo")?;
+            if !userinfo.is_empty() {
+                let mut probe = b"proto://".to_vec();
+                probe.extend_from_slice(&userinfo);
+                probe.extend_from_slice(b"@host");
+                u.user = gourl::parse(&probe)
+                    .map_err(|e| format!("unable to parse userinfo in dict: {e}"))?
+                    .user;
+            }
+            Ok(Value::str(u.string()))
         }),
         // Durations.
         "duration" => f(&[Any], |a| {

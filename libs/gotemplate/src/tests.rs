@@ -914,3 +914,56 @@ fn clock_and_random_shapes() {
     }
     assert!(fails("{{ randInt 3 3 }}"));
 }
+
+/// slim-sprig's `urlParse` and `urlJoin` with Go's `net/url`; expected values are Go's.
+#[test]
+fn urls_as_go() {
+    assert_eq!(
+        r("{{ urlParse \"https://user:p%40ss@Example.com:8443/a%2Fb/c d?x=1&y=%zz#frag%20x\" }}"),
+        "map[fragment:frag x host:Example.com:8443 hostname:Example.com opaque: path:/a/b/c d query:x=1&y=%zz scheme:https userinfo:user:p%40ss]"
+    );
+    assert_eq!(
+        r(
+            "{{ urlParse \"mailto:joe@example.com\" }}|{{ urlParse \"/rel/path?q\" }}|{{ urlParse \"//host/p\" }}"
+        ),
+        "map[fragment: host: hostname: opaque:joe@example.com path: query: scheme:mailto userinfo:]|map[fragment: host: hostname: opaque: path:/rel/path query:q scheme: userinfo:]|map[fragment: host:host hostname:host opaque: path:/p query: scheme: userinfo:]"
+    );
+    assert_eq!(
+        r(
+            "{{ urlParse \"http://[fe80::1%25en0]:80/x\" }}|{{ urlParse \"s3://bucket/prefix/\" }}|{{ urlParse \"file:///etc/x\" }}"
+        ),
+        "map[fragment: host:[fe80::1%en0]:80 hostname:fe80::1%en0 opaque: path:/x query: scheme:http userinfo:]|map[fragment: host:bucket hostname:bucket opaque: path:/prefix/ query: scheme:s3 userinfo:]|map[fragment: host: hostname: opaque: path:/etc/x query: scheme:file userinfo:]"
+    );
+    assert_eq!(
+        r(
+            "{{ urlJoin (dict \"scheme\" \"https\" \"host\" \"h.example\" \"path\" \"/a b/ü\" \"query\" \"x=1\" \"fragment\" \"f g\" \"userinfo\" \"u:p@ss\") }}"
+        ),
+        "https://u:p%40ss@h.example/a%20b/%C3%BC?x=1#f%20g"
+    );
+    assert_eq!(
+        r(
+            "{{ urlJoin (dict \"path\" \"a:b\") }}|{{ urlJoin (dict \"scheme\" \"s3\" \"opaque\" \"x/y\") }}|{{ urlJoin (dict) }}|{{ urlJoin (dict \"host\" \"h\" \"path\" \"p\") }}"
+        ),
+        "./a:b|s3:x/y||//h/p"
+    );
+    assert!(fails(
+        "{{ urlParse \"http://a:b:c/\" }}|{{ urlParse \"foo://a:b:c/\" }}"
+    ));
+    assert!(fails("{{ urlParse \"http://a b/\" }}"));
+    assert!(fails("{{ urlParse \":x\" }}"));
+    assert_eq!(
+        r("{{ urlParse \"a:b/c:d\" }}"),
+        "map[fragment: host: hostname: opaque:b/c:d path: query: scheme:a userinfo:]"
+    );
+    assert_eq!(
+        r("{{ urlParse \"x:y/%zz\" }}"),
+        "map[fragment: host: hostname: opaque:y/%zz path: query: scheme:x userinfo:]"
+    );
+    assert!(fails("{{ urlParse \"http://[1.2.3.4]/\" }}"));
+    assert!(fails("{{ urlParse \"http://h:8a/\" }}"));
+    assert!(fails("{{ urlJoin (dict \"host\" 3) }}"));
+    assert_eq!(r("{{ urlJoin (dict \"userinfo\" \"a/b\") }}"), "");
+    assert!(fails("{{ urlParse \"1x:y\" }}"));
+    assert!(fails("{{ urlParse \"http://a%2Fb/\" }}"));
+    assert!(fails("{{ urlParse \"http://%41/\" }}"));
+}
