@@ -145,7 +145,11 @@ impl Time {
                 };
                 let off = tz.offset_from_utc_datetime(&utc.naive_utc());
                 let secs = off.fix().local_minus_utc();
-                (off.abbreviation().unwrap_or_default().to_owned(), secs)
+                let name = match off.abbreviation() {
+                    Some(a) => a.to_owned(),
+                    None => numeric_abbreviation(secs),
+                };
+                (name, secs)
             }
         }
     }
@@ -177,7 +181,7 @@ impl Time {
             let Some(std) = std else { break };
             layout = suffix;
             match std {
-                Std::Year => append_int(&mut b, c.year % 100, 2),
+                Std::Year => append_int(&mut b, c.year.abs() % 100, 2),
                 Std::LongYear => append_int(&mut b, c.year, 4),
                 Std::Month => {
                     b.extend_from_slice(&LONG_MONTHS[c.month as usize - 1].as_bytes()[..3])
@@ -301,6 +305,21 @@ impl Time {
             );
         }
         Some(s)
+    }
+}
+
+/// The tz database's numeric abbreviation (`-03`, `+0530`, `+054530`), which chrono-tz does not
+/// return as an abbreviation but Go prints as the zone's name.
+fn numeric_abbreviation(offset: i32) -> String {
+    let sign = if offset < 0 { '-' } else { '+' };
+    let a = offset.unsigned_abs();
+    let (h, m, s) = (a / 3600, a / 60 % 60, a % 60);
+    if s != 0 {
+        format!("{sign}{h:02}{m:02}{s:02}")
+    } else if m != 0 {
+        format!("{sign}{h:02}{m:02}")
+    } else {
+        format!("{sign}{h:02}")
     }
 }
 

@@ -881,6 +881,19 @@ fn dates_as_go() {
             "2024-01-31",
         ),
         ("{{ typeOf (toDate \"2006\" \"2024\") }}", "time.Time"),
+        // Found by the differential run: numeric zone abbreviations, two-digit negative years.
+        (
+            "{{ dateInZone \"2006-01-02 15:04:05.000 -0700 MST\" -86400 \"America/Sao_Paulo\" }}",
+            "1969-12-30 21:00:00.000 -0300 -03",
+        ),
+        (
+            "{{ date_in_zone \"Monday, 02-Jan-06 15:04:05 MST\" (int64 1709999999) \"Australia/Lord_Howe\" }}",
+            "Sunday, 10-Mar-24 02:59:59 +11",
+        ),
+        (
+            "{{ dateInZone \"060102150405\" (toDate \"15:04:05,999 Z07\" \"01:02:03,12 Z\" | dateModify \"-24h\") \"Nowhere/Else\" }}",
+            "011231010203",
+        ),
         (
             "{{ dateInZone \"Mon Jan _2 15:04:05 MST 2006 -0700\" (toDate \"2006\" \"0001\") \"Europe/Berlin\" }}",
             "Mon Jan  1 00:53:28 LMT 0001 +0053",
