@@ -9,7 +9,9 @@
 //!   numbers `float64`, objects `map[string]interface{}`), `.Parameters` is a
 //!   `map[string]string`; a missing map key prints `<no value>` (Go's default `missingkey`), and
 //!   `index` on `.Parameters` yields `""` for a missing key;
-//! * every deterministic slim-sprig function is available (slim-sprig has no `required`).
+//! * every slim-sprig function is available (the date ones with the local zone UTC) except
+//!   `env`, `expandenv` and `getHostByName`, kept out so that a tenant's template cannot read the
+//!   controller's environment or make network lookups (slim-sprig has no `required` either).
 //!
 //! The engine is the `gotemplate` crate (this workspace's), which follows Go's sources; see
 //! `docs/go-compatibility.md` for the differential run against Go itself.
