@@ -238,6 +238,8 @@ fn eq(a: &Value, rest: &[Value]) -> Result<bool, String> {
                 (Value::Bool(x), Value::Bool(y)) => x == y,
                 (Value::Float(x), Value::Float(y)) => x == y,
                 (Value::Str(x), Value::Str(y)) => x == y,
+                // Go's `==` on `time.Time`: the same instant, location and monotonic reading.
+                (Value::Time(x), Value::Time(y)) => x == y,
                 _ if k1 == Kind::Int || k1 == Kind::Uint => int_of(a) == int_of(b),
                 _ => {
                     let comparable = same_kind(a, b)

@@ -21,6 +21,9 @@ use chrono_tz::OffsetName;
 pub(crate) enum Loc {
     /// UTC.
     Utc,
+    /// Go's `Local`, which is UTC here but another location than `UTC` (times in the two are not
+    /// `==` in Go).
+    Local,
     /// `time.FixedZone(name, offset)`.
     Fixed(Arc<str>, i32),
     /// A zone of the tz database.
@@ -95,7 +98,7 @@ impl Time {
         Time {
             secs,
             nanos: 0,
-            loc: Loc::Utc,
+            loc: Loc::Local,
             mono: None,
         }
     }
@@ -110,7 +113,7 @@ impl Time {
         Time {
             secs: since.as_secs() as i64,
             nanos: since.subsec_nanos(),
-            loc: Loc::Utc,
+            loc: Loc::Local,
             mono: Some(start.elapsed().as_nanos() as i64 + 1),
         }
     }
@@ -137,7 +140,7 @@ impl Time {
     /// The zone's abbreviation and offset (seconds east of UTC) at this instant.
     fn zone(&self) -> (String, i32) {
         match &self.loc {
-            Loc::Utc => ("UTC".into(), 0),
+            Loc::Utc | Loc::Local => ("UTC".into(), 0),
             Loc::Fixed(name, off) => (name.to_string(), *off),
             Loc::Tz(tz) => {
                 let Some(utc) = chrono::DateTime::from_timestamp(self.secs, 0) else {
@@ -968,6 +971,7 @@ pub(crate) fn parse_in_local(layout: &[u8], value: &[u8]) -> Option<Time> {
     if utc {
         return Some(t);
     }
+    t.loc = Loc::Local;
     if let Some(off) = zone_offset {
         t.secs -= off;
         if off == 0 && (zone_name.is_empty() || zone_name == b"UTC") {
@@ -990,7 +994,8 @@ pub(crate) fn parse_in_local(layout: &[u8], value: &[u8]) -> Option<Time> {
 /// `time.LoadLocation(name)`, falling back to UTC as slim-sprig does on an error.
 pub(crate) fn load_location(name: &[u8]) -> Loc {
     match name {
-        b"" | b"UTC" | b"Local" => Loc::Utc,
+        b"" | b"UTC" => Loc::Utc,
+        b"Local" => Loc::Local,
         other => std::str::from_utf8(other)
             .ok()
             .and_then(|s| s.parse::<chrono_tz::Tz>().ok())

@@ -629,12 +629,9 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
                 Value::Int64(n) | Value::Int(n) => gotime::Time::unix(*n),
                 _ => gotime::Time::now(),
             };
-            let now = gotime::Time::now();
-            let since = (i128::from(now.secs) - i128::from(t.secs)) * 1_000_000_000
-                + i128::from(now.nanos)
-                - i128::from(t.nanos);
-            let since = since.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-            Ok(Value::str(duration::format_duration(round_second(since))))
+            Ok(Value::str(duration::format_duration(round_second(since(
+                &t,
+            )))))
         }),
         "randInt" => f(&[Int, Int], |a| {
             let (min, max) = (int(&a[0]), int(&a[1]));
@@ -714,6 +711,7 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
             let d = match &a[0] {
                 Value::Str(s) => duration::parse_duration(s).unwrap_or(0),
                 Value::Int64(i) => *i,
+                Value::Time(t) => since(t),
                 _ => 0,
             };
             Ok(Value::str(duration::duration_round(d)))
@@ -896,6 +894,14 @@ fn date_in_zone(layout: &[u8], date: &Value, zone: &[u8]) -> Res {
         .format(layout)
         .map(Value::str)
         .ok_or_else(|| "time out of the supported range".into())
+}
+
+/// `time.Since(t)`, saturating as Go's `Sub` does.
+fn since(t: &gotime::Time) -> i64 {
+    let now = gotime::Time::now();
+    let d = (i128::from(now.secs) - i128::from(t.secs)) * 1_000_000_000 + i128::from(now.nanos)
+        - i128::from(t.nanos);
+    d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// Go's `Duration.Round(time.Second)`: halves away from zero, saturating.

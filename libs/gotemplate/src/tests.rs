@@ -980,3 +980,151 @@ fn urls_as_go() {
     assert!(fails("{{ urlParse \"http://a%2Fb/\" }}"));
     assert!(fails("{{ urlParse \"http://%41/\" }}"));
 }
+
+/// A `time.Time` everywhere a template can put a value; expected values are Go's (`None`: Go
+/// fails). Go would also call the methods of `time.Time` (`.Year`); those are not offered.
+#[test]
+fn times_as_go_values() {
+    let mut bad = 0;
+    let mut check = |text: &str, want: Option<&str>| {
+        let got = render(text, &ctx()).ok();
+        if got.as_deref() != want {
+            bad += 1;
+            println!("DIFF {text}\n  go:   {want:?}\n  rust: {got:?}");
+        }
+    };
+    check(
+        "{{ eq (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("true"),
+    );
+    check(
+        "{{ eq (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006\" \"x\") }}",
+        Some("false"),
+    );
+    check("{{ ne (toDate \"2006-01-02\" \"2024-02-29\") 1 }}", None);
+    check(
+        "{{ lt (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        None,
+    );
+    check("{{ len (toDate \"2006-01-02\" \"2024-02-29\") }}", None);
+    check("{{ if (toDate \"2006\" \"x\") }}y{{ end }}", Some("y"));
+    check(
+        "{{ printf \"%v|%s|%q|%x|%X|%10s\" (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some(
+            "2024-02-29 00:00:00 +0000 UTC|2024-02-29 00:00:00 +0000 UTC|\"2024-02-29 00:00:00 +0000 UTC\"|323032342d30322d32392030303a30303a3030202b3030303020555443|323032342D30322D32392030303A30303A3030202B3030303020555443|2024-02-29 00:00:00 +0000 UTC",
+        ),
+    );
+    check(
+        "{{ print (toDate \"2006-01-02\" \"2024-02-29\") 1 (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("2024-02-29 00:00:00 +0000 UTC 1 2024-02-29 00:00:00 +0000 UTC"),
+    );
+    check(
+        "{{ toString (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("2024-02-29 00:00:00 +0000 UTC"),
+    );
+    check(
+        "{{ list (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006\" \"x\") }}",
+        Some("[2024-02-29 00:00:00 +0000 UTC 0001-01-01 00:00:00 +0000 UTC]"),
+    );
+    check(
+        "{{ dict \"a\" (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("map[a:2024-02-29 00:00:00 +0000 UTC]"),
+    );
+    check(
+        "{{ empty (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ empty (toDate \"2006\" \"x\") }}",
+        Some("false|false"),
+    );
+    check(
+        "{{ default \"d\" (toDate \"2006\" \"x\") }}",
+        Some("0001-01-01 00:00:00 +0000 UTC"),
+    );
+    check(
+        "{{ kindOf (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ typeIs \"time.Time\" (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ typeIsLike \"time.Time\" (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("struct|true|true"),
+    );
+    check(
+        "{{ cat (toDate \"2006-01-02\" \"2024-02-29\") \"x\" }}",
+        Some("2024-02-29 00:00:00 +0000 UTC x"),
+    );
+    check(
+        "{{ quote (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ squote (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("\"2024-02-29 00:00:00 +0000 UTC\"|'2024-02-29 00:00:00 +0000 UTC'"),
+    );
+    check(
+        "{{ toJson (list (toDate \"2006-01-02\" \"2024-02-29\")) }}|{{ toPrettyJson (dict \"t\" (toDate \"2006-01-02\" \"2024-02-29\")) }}",
+        Some("[\"2024-02-29T00:00:00Z\"]|{\n  \"t\": \"2024-02-29T00:00:00Z\"\n}"),
+    );
+    check(
+        "{{ range (toDate \"2006-01-02\" \"2024-02-29\") }}x{{ end }}",
+        None,
+    );
+    check(
+        "{{ html (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ js (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ urlquery (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some(
+            "2024-02-29 00:00:00 +0000 UTC|2024-02-29 00:00:00 +0000 UTC|2024-02-29+00%3A00%3A00+%2B0000+UTC",
+        ),
+    );
+    check(
+        "{{ deepEqual (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ has (toDate \"2006-01-02\" \"2024-02-29\") (list (toDate \"2006-01-02\" \"2024-02-29\")) }}|{{ uniq (list (toDate \"2006-01-02\" \"2024-02-29\") (toDate \"2006-01-02\" \"2024-02-29\")) }}",
+        Some("true|true|[2024-02-29 00:00:00 +0000 UTC]"),
+    );
+    check(
+        "{{ durationRound (toDate \"2006-01-02\" \"2024-02-29\") | len | lt 0 }}",
+        Some("true"),
+    );
+    check(
+        "{{ coalesce (toDate \"2006\" \"x\") }}",
+        Some("0001-01-01 00:00:00 +0000 UTC"),
+    );
+    check(
+        "{{ toStrings (list (toDate \"2006-01-02\" \"2024-02-29\")) }}",
+        Some("[2024-02-29 00:00:00 +0000 UTC]"),
+    );
+    check(
+        "{{ join \",\" (list (toDate \"2006-01-02\" \"2024-02-29\") 1) }}",
+        Some("2024-02-29 00:00:00 +0000 UTC,1"),
+    );
+    check(
+        "{{ index (list (toDate \"2006-01-02\" \"2024-02-29\")) 0 }}",
+        Some("2024-02-29 00:00:00 +0000 UTC"),
+    );
+    check(
+        "{{ int (toDate \"2006-01-02\" \"2024-02-29\") }}|{{ float64 (toDate \"2006-01-02\" \"2024-02-29\") }}",
+        Some("0|0"),
+    );
+    check("{{ trim (toDate \"2006-01-02\" \"2024-02-29\") }}", None);
+    check(
+        "{{ and (toDate \"2006-01-02\" \"2024-02-29\") 1 }}",
+        Some("1"),
+    );
+    check("{{ mustToDate \"2006\" \"x\" }}", None);
+    check(
+        "{{ toJson (toDate \"2006\" \"0000\") }}",
+        Some("\"0000-01-01T00:00:00Z\""),
+    );
+    check(
+        "{{ printf \"%T %v\" (toDate \"2006-01-02\" \"2024-02-29\") (dateModify \"1ns\" (toDate \"2006-01-02\" \"2024-02-29\")) }}",
+        Some("time.Time 2024-02-29 00:00:00.000000001 +0000 UTC"),
+    );
+    assert_eq!(bad, 0);
+}
+
+/// Go's `Local` and `UTC` are different locations: equal instants in them are not `==`.
+#[test]
+fn local_and_utc_times_differ_for_eq() {
+    assert_eq!(
+        r(
+            "{{ eq (toDate \"2006\" \"2024\") (toDate \"2006Z07\" \"2024Z\") }}|{{ eq (toDate \"2006\" \"2024\") (toDate \"2006 MST\" \"2024 XYZ\") }}"
+        ),
+        "false|false"
+    );
+    assert_eq!(
+        r(
+            "{{ eq (toDate \"2006\" \"2024\") (toDate \"2006 MST\" \"2024 UTC\") }}|{{ eq (toDate \"2006\" \"2024\") (toDate \"2006-0700\" \"2024+0000\") }}"
+        ),
+        "false|true"
+    );
+    // `durationRound` of a time is the time since then.
+    let years = r("{{ durationRound (toDate \"2006\" \"2000\") }}");
+    assert!(years.ends_with('y') && years.len() == 3, "{years}");
+}
