@@ -502,6 +502,33 @@ fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
         t = t.replace("(int64 0)", "(toDate \"2006\" \"2024\")");
     }
     Some(match name {
+        "toDate" if rng.chance(30) => {
+            let method = match rng.pick_str(&[
+                "Format",
+                "Unix",
+                "UnixNano",
+                "Year",
+                "YearDay",
+                "Hour",
+                "Nanosecond",
+                "IsZero",
+                "UTC",
+                "Local",
+                "String",
+                "Before",
+                "Month",
+                "Nope",
+            ]) {
+                "Format" => format!("Format {}", rng.pick_str(LAYOUTS)),
+                "Before" => format!("Before {t}"),
+                m => m.to_owned(),
+            };
+            format!(
+                "(toDate {} {}).{method}",
+                rng.pick_str(LAYOUTS),
+                rng.pick_str(DATE_VALUES)
+            )
+        }
         "toDate" | "mustToDate" => format!(
             "{name} {} {}",
             rng.pick_str(LAYOUTS),

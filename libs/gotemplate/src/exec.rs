@@ -666,10 +666,44 @@ impl State<'_> {
     ) -> R<Value> {
         let n = idents.len();
         for ident in &idents[..n - 1] {
-            receiver = eval_field(ident, false, receiver)?;
+            receiver = match &receiver {
+                Value::Time(_) => self.call_method(_dot, ident, receiver.clone(), &[], None)?,
+                _ => eval_field(ident, false, receiver)?,
+            };
+        }
+        if let Value::Time(_) = receiver {
+            let rest = args.get(1..).unwrap_or(&[]);
+            return self.call_method(_dot, &idents[n - 1], receiver, rest, final_);
         }
         let has_args = args.len() > 1 || final_.is_some();
         eval_field(&idents[n - 1], has_args, receiver)
+    }
+
+    /// A method of a `time.Time` (the methods Go's template would call on it; see
+    /// `sprig::time_method`), with its arguments checked as a function's are.
+    fn call_method(
+        &mut self,
+        dot: &Value,
+        name: &str,
+        receiver: Value,
+        args: &[Arg],
+        final_: Option<Value>,
+    ) -> R<Value> {
+        let Some(func) = sprig::time_method(name) else {
+            return fail(format!("can't evaluate field {name} in type time.Time"));
+        };
+        let num_in = args.len() + usize::from(final_.is_some());
+        if num_in != func.params.len() {
+            return fail(format!("wrong number of args for {name}"));
+        }
+        let mut argv = vec![receiver];
+        for (a, ty) in args.iter().zip(func.params) {
+            argv.push(self.eval_arg(dot, *ty, a)?);
+        }
+        if let Some(fv) = final_ {
+            argv.push(validate(fv, func.params[num_in - 1])?);
+        }
+        (func.call)(&argv).map_err(|e| Flow::Err(format!("error calling {name}: {e}")))
     }
 
     fn eval_function(

@@ -118,12 +118,18 @@ impl Time {
         }
     }
 
-    /// `t.In(loc)` (which drops nothing else).
+    /// `t.In(loc)`, which drops the monotonic reading.
     pub(crate) fn in_loc(&self, loc: Loc) -> Time {
         Time {
             loc,
+            mono: None,
             ..self.clone()
         }
+    }
+
+    /// `t.IsZero()`.
+    pub(crate) fn is_zero(&self) -> bool {
+        self.secs == ZERO_UNIX && self.nanos == 0
     }
 
     /// `t.Add(d)`; `None` past chrono's range.

@@ -871,6 +871,86 @@ fn parse_int10(s: &[u8]) -> Option<i64> {
     s.parse::<i64>().ok()
 }
 
+/// The methods of `time.Time` a template can call (`(now).Format "2006"`, `(toDate …).Unix`);
+/// the receiver is the first value. `Month`, `Weekday`, `Add`, `Sub`, `In` and the others whose
+/// types are not modelled are not offered.
+pub(crate) fn time_method(name: &str) -> Option<Func> {
+    fn num(t: &Value, layout: &[u8]) -> Res {
+        let s = time_of(t)
+            .format(layout)
+            .ok_or("time out of the supported range")?;
+        Ok(Value::Int(
+            std::str::from_utf8(&s)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        ))
+    }
+    Some(match name {
+        "Format" => f(&[Str], |a| {
+            time_of(&a[0])
+                .format(bytes(&a[1]))
+                .map(Value::str)
+                .ok_or_else(|| "time out of the supported range".into())
+        }),
+        "String" => f(&[], |a| {
+            Ok(Value::str(time_of(&a[0]).string().unwrap_or_default()))
+        }),
+        "Unix" => f(&[], |a| Ok(Value::Int64(time_of(&a[0]).secs))),
+        "UnixMilli" => f(&[], |a| {
+            let t = time_of(&a[0]);
+            Ok(Value::Int64(
+                t.secs
+                    .wrapping_mul(1000)
+                    .wrapping_add(i64::from(t.nanos / 1_000_000)),
+            ))
+        }),
+        "UnixMicro" => f(&[], |a| {
+            let t = time_of(&a[0]);
+            Ok(Value::Int64(
+                t.secs
+                    .wrapping_mul(1_000_000)
+                    .wrapping_add(i64::from(t.nanos / 1000)),
+            ))
+        }),
+        "UnixNano" => f(&[], |a| {
+            let t = time_of(&a[0]);
+            Ok(Value::Int64(
+                t.secs
+                    .wrapping_mul(1_000_000_000)
+                    .wrapping_add(i64::from(t.nanos)),
+            ))
+        }),
+        "Year" => f(&[], |a| num(&a[0], b"2006")),
+        "Day" => f(&[], |a| num(&a[0], b"2")),
+        "Hour" => f(&[], |a| num(&a[0], b"15")),
+        "Minute" => f(&[], |a| num(&a[0], b"4")),
+        "Second" => f(&[], |a| num(&a[0], b"5")),
+        "YearDay" => f(&[], |a| num(&a[0], b"002")),
+        "Nanosecond" => f(&[], |a| Ok(Value::Int(i64::from(time_of(&a[0]).nanos)))),
+        "IsZero" => f(&[], |a| Ok(Value::Bool(time_of(&a[0]).is_zero()))),
+        "UTC" => f(&[], |a| {
+            Ok(time_value(time_of(&a[0]).in_loc(gotime::Loc::Utc)))
+        }),
+        "Local" => f(&[], |a| {
+            Ok(time_value(time_of(&a[0]).in_loc(gotime::Loc::Local)))
+        }),
+        "Equal" | "Before" | "After" | "Compare" => {
+            fn cmp(a: &[Value]) -> std::cmp::Ordering {
+                let (x, y) = (time_of(&a[0]), time_of(&a[1]));
+                (x.secs, x.nanos).cmp(&(y.secs, y.nanos))
+            }
+            match name {
+                "Equal" => f(&[Ty::Time], |a| Ok(Value::Bool(cmp(a).is_eq()))),
+                "Before" => f(&[Ty::Time], |a| Ok(Value::Bool(cmp(a).is_lt()))),
+                "After" => f(&[Ty::Time], |a| Ok(Value::Bool(cmp(a).is_gt()))),
+                _ => f(&[Ty::Time], |a| Ok(Value::Int(cmp(a) as i64))),
+            }
+        }
+        _ => return None,
+    })
+}
+
 fn time_value(t: gotime::Time) -> Value {
     Value::Time(Arc::new(t))
 }
