@@ -516,7 +516,6 @@ fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
                 "Local",
                 "String",
                 "Before",
-                "Month",
                 "Nope",
             ]) {
                 "Format" => format!("Format {}", rng.pick_str(LAYOUTS)),
