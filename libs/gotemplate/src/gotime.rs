@@ -2,11 +2,12 @@
 //! reference-layout formatting (`Time.Format`) and parsing (`time.ParseInLocation`), and
 //! `Time.String()`.
 //!
-//! Written here rather than taken from a crate: the crates that read Go layouts translate them to
-//! strftime-like formats and so lose Go's exact rules (which chunk wins where layouts overlap,
-//! `_2006`, `__2`, fractional seconds after any digit run, `2` vs `02` accepting one or two
-//! digits, the zone-abbreviation and `GMT+n` rules, the day-of-year checks), which decide whether
-//! upstream's template renders or is used as written. Each step follows Go's `format.go`.
+//! Written here rather than taken from a crate: no maintained crate implementing Go's layouts was
+//! found, and chrono's strftime formats cannot express Go's rules, which decide whether upstream's
+//! template renders or is used as written (which chunk wins where layouts overlap, `_2006`, `__2`,
+//! fractional seconds after any digit run, `2` vs `02` accepting one or two digits, the
+//! zone-abbreviation and `GMT+n` rules, the day-of-year checks). Each step follows Go's
+//! `format.go`; chrono and chrono-tz supply the calendar and the zones.
 //!
 //! The local zone is UTC: the daemons run with `TZ` unset and no zone files, where Go's `Local`
 //! is UTC (its abbreviation `UTC`), so `toDate` parses in UTC and `date` formats in UTC.
