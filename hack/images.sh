@@ -40,7 +40,8 @@ for b in "${BINS[@]}"; do pkgs+=(-p "$b"); done
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --profile "$profile" \
   --target "$TRIPLE" "${pkgs[@]}" --bins
 dir=$profile; [[ $profile == dev ]] && dir=debug
-out="target/$TRIPLE/$dir"
+target="${CARGO_TARGET_DIR:-target}"
+out="$target/$TRIPLE/$dir"
 
 work=$(mktemp -d)
 cleanup() {
@@ -86,7 +87,7 @@ if [[ $check == 1 ]]; then
 
   say "a daemon from its image against the API emulator, until /ready"
   cargo build --locked -p kube-emulator --bin kube-emulator
-  target/debug/kube-emulator --port 0 --kubeconfig-out "$work/kubeconfig" --crds deploy/crds \
+  "$target"/debug/kube-emulator --port 0 --kubeconfig-out "$work/kubeconfig" --crds deploy/crds \
     >"$work/emulator.log" 2>&1 &
   emulator_pid=$!
   for _ in $(seq 1 100); do [[ -s "$work/kubeconfig" ]] && break; sleep 0.1; done
