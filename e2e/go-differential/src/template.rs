@@ -484,6 +484,24 @@ fn date_time(rng: &mut Rng) -> String {
     }
 }
 
+/// Years, months or days for `AddDate`.
+const DATE_DELTAS: &[&str] = &["0", "1", "-1", "13", "-30", "400", "2147483648"];
+
+/// `time.Duration` arguments of the methods of `time.Time` (an integer literal converts).
+const DURATION_LITERALS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "1000000000",
+    "3600000000000",
+    "86400000000000",
+    "-90000000000",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "1.5",
+    "\"1h\"",
+];
+
 /// The date functions' arguments; `date`-like functions always get a time or Unix seconds
 /// (anything else is the current time, which differs between the two runs).
 fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
@@ -517,9 +535,60 @@ fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
                 "String",
                 "Before",
                 "Nope",
+                "Month",
+                "Weekday",
+                "IsDST",
+                "Date",
+                "Clock",
+                "ISOWeek",
+                "Zone",
+                "ZoneBounds",
+                "AddDate",
+                "Add",
+                "Sub",
+                "Truncate",
+                "Round",
+                "Month.String",
+                "Weekday.String",
             ]) {
                 "Format" => format!("Format {}", rng.pick_str(LAYOUTS)),
                 "Before" => format!("Before {t}"),
+                "AddDate" => format!(
+                    "AddDate {} {} {}",
+                    rng.pick_str(DATE_DELTAS),
+                    rng.pick_str(DATE_DELTAS),
+                    rng.pick_str(DATE_DELTAS)
+                ),
+                "Sub" => {
+                    let sub = format!("Sub {t}");
+                    match rng.pick_str(&[
+                        "",
+                        ".String",
+                        ".Hours",
+                        ".Seconds",
+                        ".Milliseconds",
+                        ".Round 3600000000000",
+                        ".Truncate 60000000000",
+                        ".Abs",
+                    ]) {
+                        "" => sub,
+                        tail => {
+                            return Some(format!(
+                                "((toDate {} {}).{sub}){tail}",
+                                rng.pick_str(LAYOUTS),
+                                rng.pick_str(DATE_VALUES)
+                            ));
+                        }
+                    }
+                }
+                m @ ("Add" | "Truncate" | "Round") => {
+                    let d = if rng.chance(30) {
+                        format!("({t}.Sub {})", date_time(rng))
+                    } else {
+                        rng.pick_str(DURATION_LITERALS).to_owned()
+                    };
+                    format!("{m} {d}")
+                }
                 m => m.to_owned(),
             };
             format!(

@@ -26,6 +26,8 @@ pub(crate) enum Ty {
     MapAny,
     /// `time.Time`
     Time,
+    /// `time.Duration`
+    Duration,
 }
 
 /// A function: its parameters (the last one repeated when `variadic`) and its body. An `Err`
@@ -192,7 +194,7 @@ enum Kind {
 fn basic_kind(v: &Value) -> Kind {
     match v {
         Value::Bool(_) => Kind::Bool,
-        Value::Int(_) | Value::Int64(_) => Kind::Int,
+        Value::Int(_) | Value::Int64(_) | Value::Named(..) => Kind::Int,
         Value::Uint8(_) => Kind::Uint,
         Value::Float(_) => Kind::Float,
         Value::Str(_) => Kind::Str,
@@ -202,7 +204,7 @@ fn basic_kind(v: &Value) -> Kind {
 
 fn int_of(v: &Value) -> i64 {
     match v {
-        Value::Int(i) | Value::Int64(i) => *i,
+        Value::Int(i) | Value::Int64(i) | Value::Named(_, i) => *i,
         Value::Uint8(u) => i64::from(*u),
         _ => 0,
     }
@@ -667,11 +669,13 @@ impl State<'_> {
         let n = idents.len();
         for ident in &idents[..n - 1] {
             receiver = match &receiver {
-                Value::Time(_) => self.call_method(_dot, ident, receiver.clone(), &[], None)?,
+                Value::Time(_) | Value::Named(..) => {
+                    self.call_method(_dot, ident, receiver.clone(), &[], None)?
+                }
                 _ => eval_field(ident, false, receiver)?,
             };
         }
-        if let Value::Time(_) = receiver {
+        if let Value::Time(_) | Value::Named(..) = receiver {
             let rest = args.get(1..).unwrap_or(&[]);
             return self.call_method(_dot, &idents[n - 1], receiver, rest, final_);
         }
@@ -689,10 +693,26 @@ impl State<'_> {
         args: &[Arg],
         final_: Option<Value>,
     ) -> R<Value> {
-        let Some(func) = sprig::time_method(name) else {
-            return fail(format!("can't evaluate field {name} in type time.Time"));
-        };
         let num_in = args.len() + usize::from(final_.is_some());
+        if let (Value::Time(_), Some(results)) = (&receiver, sprig::time_method_results(name)) {
+            // Go finds the method, checks the arguments' count, then refuses its results.
+            if num_in != 0 {
+                return fail(format!(
+                    "wrong number of args for {name}: want 0 got {num_in}"
+                ));
+            }
+            return fail(results);
+        }
+        let found = match &receiver {
+            Value::Named(kind, _) => sprig::named_method(*kind, name),
+            _ => sprig::time_method(name),
+        };
+        let Some(func) = found else {
+            return fail(format!(
+                "can't evaluate field {name} in type {}",
+                receiver.type_name()
+            ));
+        };
         if num_in != func.params.len() {
             return fail(format!("wrong number of args for {name}"));
         }
@@ -811,6 +831,10 @@ impl State<'_> {
             (Ty::Float, _) => fail("expected float"),
             (Ty::Int, Arg::Number(n)) if n.is_int => Ok(Value::Int(n.int)),
             (Ty::Int, _) => fail("expected integer"),
+            (Ty::Duration, Arg::Number(n)) if n.is_int => {
+                Ok(Value::Named(crate::value::Named::Duration, n.int))
+            }
+            (Ty::Duration, _) => fail("expected integer"),
             (Ty::Str, Arg::Str(s)) => Ok(Value::str(s)),
             (Ty::Str, _) => fail("expected string"),
             (Ty::Any | Ty::RValue, Arg::Bool(b)) => Ok(Value::Bool(*b)),
@@ -861,7 +885,8 @@ fn validate(v: Value, ty: Ty) -> R<Value> {
         | (Ty::Float, Value::Float(_))
         | (Ty::Bool, Value::Bool(_))
         | (Ty::MapAny, Value::Map(MapElem::Any, _))
-        | (Ty::Time, Value::Time(_)) => Ok(v),
+        | (Ty::Time, Value::Time(_))
+        | (Ty::Duration, Value::Named(crate::value::Named::Duration, _)) => Ok(v),
         _ => fail(format!("wrong type for value; got {}", v.type_name())),
     }
 }

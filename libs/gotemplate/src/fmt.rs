@@ -315,6 +315,15 @@ impl Printer {
                     self.bad_verb(verb, v);
                 }
             }
+            Value::Named(kind, n) => {
+                // A `Stringer`: `String()` for the verbs a string takes, the integer otherwise.
+                let text = kind.string(*n);
+                if matches!(verb, 'v' | 's' | 'x' | 'X' | 'q') && !self.f.sharp_v {
+                    self.fmt_string(text.as_bytes(), verb, &Value::str(&text));
+                } else {
+                    self.fmt_integer(*n as u64, true, verb, v);
+                }
+            }
             Value::Map(_, m) => {
                 if self.f.sharp_v {
                     self.buf.extend_from_slice(v.type_name().as_bytes());
@@ -414,7 +423,12 @@ impl Printer {
         } else {
             self.buf.extend_from_slice(v.type_name().as_bytes());
             self.buf.push(b'=');
-            self.print_arg(v, 'v');
+            if let Value::Named(_, n) = v {
+                // Go prints a bad verb's operand without calling its methods.
+                self.buf.extend_from_slice(n.to_string().as_bytes());
+            } else {
+                self.print_arg(v, 'v');
+            }
         }
         self.buf.push(b')');
     }

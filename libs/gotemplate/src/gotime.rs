@@ -59,7 +59,7 @@ struct Civil {
     sec: u32,
 }
 
-const LONG_MONTHS: [&str; 12] = [
+pub(crate) const LONG_MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -73,7 +73,7 @@ const LONG_MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const LONG_DAYS: [&str; 7] = [
+pub(crate) const LONG_DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",
@@ -142,6 +142,94 @@ impl Time {
             loc: self.loc.clone(),
             mono: self.mono.map(|m| m.wrapping_add(d)),
         }
+    }
+
+    /// `t.Month()` (1 to 12) and `t.Weekday()` (0 is Sunday); `None` past chrono's range.
+    pub(crate) fn month_weekday(&self) -> Option<(i64, i64)> {
+        let c = self.civil(self.zone().1)?;
+        Some((i64::from(c.month), c.weekday as i64))
+    }
+
+    /// `t.IsDST()`.
+    pub(crate) fn is_dst(&self) -> bool {
+        match &self.loc {
+            Loc::Tz(tz) => chrono::DateTime::from_timestamp(self.secs, 0).is_some_and(|utc| {
+                use chrono_tz::OffsetComponents;
+                tz.offset_from_utc_datetime(&utc.naive_utc())
+                    .dst_offset()
+                    .num_seconds()
+                    != 0
+            }),
+            _ => false,
+        }
+    }
+
+    /// `t.Sub(u)`: the monotonic readings when both have one, saturating at Go's bounds.
+    pub(crate) fn sub(&self, u: &Time) -> i64 {
+        if let (Some(a), Some(b)) = (self.mono, u.mono) {
+            return a.saturating_sub(b);
+        }
+        let d = (i128::from(self.secs) - i128::from(u.secs)) * 1_000_000_000
+            + i128::from(self.nanos)
+            - i128::from(u.nanos);
+        d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    /// The remainder of the time since Go's zero time divided by `d` (`d > 0`), as Go's `div`.
+    fn rem(&self, d: i64) -> i64 {
+        let total = (i128::from(self.secs) - i128::from(ZERO_UNIX)) * 1_000_000_000
+            + i128::from(self.nanos);
+        total.rem_euclid(i128::from(d)) as i64
+    }
+
+    /// `t.Truncate(d)`, which drops the monotonic reading.
+    pub(crate) fn truncate(&self, d: i64) -> Time {
+        let t = self.in_loc(self.loc.clone());
+        if d <= 0 {
+            return t;
+        }
+        let r = t.rem(d);
+        t.add(-r)
+    }
+
+    /// `t.Round(d)`: halves away from zero (up), dropping the monotonic reading.
+    pub(crate) fn round(&self, d: i64) -> Time {
+        let t = self.in_loc(self.loc.clone());
+        if d <= 0 {
+            return t;
+        }
+        let r = t.rem(d);
+        if (r as u64) + (r as u64) < d as u64 {
+            t.add(-r)
+        } else {
+            t.add(d - r)
+        }
+    }
+
+    /// `t.AddDate(years, months, days)`: the civil date and clock normalised as Go's `time.Date`
+    /// normalises them, in the same location; `None` past chrono's range.
+    pub(crate) fn add_date(&self, years: i64, months: i64, days: i64) -> Option<Time> {
+        let offset = self.zone().1;
+        let c = self.civil(offset)?;
+        let m0 = i64::from(c.month) - 1 + months;
+        let year = c.year + years + m0.div_euclid(12);
+        let month = m0.rem_euclid(12) + 1;
+        let day_num = days_from_civil(year, month, 1) + i64::from(c.day) - 1 + days;
+        let wall =
+            day_num * 86_400 + i64::from(c.hour) * 3600 + i64::from(c.min) * 60 + i64::from(c.sec);
+        let mut t = Time {
+            secs: wall,
+            nanos: self.nanos,
+            loc: self.loc.clone(),
+            mono: None,
+        };
+        let guess = t.zone().1;
+        t.secs = wall - i64::from(guess);
+        let actual = t.zone().1;
+        if actual != guess {
+            t.secs = wall - i64::from(actual);
+        }
+        Some(t)
     }
 
     /// The zone's abbreviation and offset (seconds east of UTC) at this instant.
@@ -1008,4 +1096,15 @@ pub(crate) fn load_location(name: &[u8]) -> Loc {
             .and_then(|s| s.parse::<chrono_tz::Tz>().ok())
             .map_or(Loc::Utc, Loc::Tz),
     }
+}
+
+/// Days from 1970-01-01 to the given proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }

@@ -25,7 +25,7 @@ mod value;
 
 pub use fmt::{format_float, quote, sprint, sprintf};
 pub use parse::ParseError;
-pub use value::{Bytes, Elem, Map, MapElem, Value, lossy};
+pub use value::{Bytes, Elem, Map, MapElem, Named, Value, lossy};
 
 /// A parsed template.
 #[derive(Clone, Debug)]

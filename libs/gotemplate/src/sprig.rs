@@ -19,7 +19,7 @@ use sha1::Digest as _;
 use crate::exec::{Func, Ty, any_list, f, fv};
 use crate::fmt;
 use crate::parse::{go_f64_to_i64, parse_float};
-use crate::value::{Elem, Map, MapElem, Value, decode_rune, runes};
+use crate::value::{Elem, Map, MapElem, Named, Value, decode_rune, runes};
 use crate::{duration, gotime, gourl};
 
 use Ty::{Any, Bool, Float, Int, MapAny, Str};
@@ -871,9 +871,98 @@ fn parse_int10(s: &[u8]) -> Option<i64> {
     s.parse::<i64>().ok()
 }
 
+/// The methods of `time.Time` a template finds but cannot call, with Go's error: they return
+/// more than one value, or two whose second is not an `error`.
+pub(crate) fn time_method_results(name: &str) -> Option<String> {
+    Some(match name {
+        "Date" | "Clock" => format!("function {name} has 3 return values; should be 1 or 2"),
+        "ISOWeek" | "Zone" => {
+            format!(
+                "invalid function signature for {name}: second return value should be error; is int"
+            )
+        }
+        "ZoneBounds" => format!(
+            "invalid function signature for {name}: second return value should be error; is time.Time"
+        ),
+        _ => return None,
+    })
+}
+
+/// The methods of `time.Month`, `time.Weekday` and `time.Duration` a template can call.
+pub(crate) fn named_method(kind: Named, name: &str) -> Option<Func> {
+    fn n(v: &Value) -> i64 {
+        match v {
+            Value::Named(_, n) => *n,
+            _ => 0,
+        }
+    }
+    fn dur(d: i64) -> Value {
+        Value::Named(Named::Duration, d)
+    }
+    Some(match (kind, name) {
+        (Named::Month, "String") => f(&[], |a| Ok(Value::str(Named::Month.string(n(&a[0]))))),
+        (Named::Weekday, "String") => f(&[], |a| Ok(Value::str(Named::Weekday.string(n(&a[0]))))),
+        (Named::Duration, "String") => {
+            f(&[], |a| Ok(Value::str(duration::format_duration(n(&a[0])))))
+        }
+        (Named::Duration, "Nanoseconds") => f(&[], |a| Ok(Value::Int64(n(&a[0])))),
+        (Named::Duration, "Microseconds") => f(&[], |a| Ok(Value::Int64(n(&a[0]) / 1000))),
+        (Named::Duration, "Milliseconds") => f(&[], |a| Ok(Value::Int64(n(&a[0]) / 1_000_000))),
+        (Named::Duration, "Seconds" | "Minutes" | "Hours") => {
+            fn split(d: i64, unit: i64) -> f64 {
+                (d / unit) as f64 + (d % unit) as f64 / unit as f64
+            }
+            match name {
+                "Seconds" => f(&[], |a| Ok(Value::Float(split(n(&a[0]), 1_000_000_000)))),
+                "Minutes" => f(&[], |a| Ok(Value::Float(split(n(&a[0]), 60_000_000_000)))),
+                _ => f(&[], |a| {
+                    Ok(Value::Float(split(n(&a[0]), 3_600_000_000_000)))
+                }),
+            }
+        }
+        (Named::Duration, "Abs") => f(&[], |a| {
+            let d = n(&a[0]);
+            Ok(dur(if d >= 0 {
+                d
+            } else if d == i64::MIN {
+                i64::MAX
+            } else {
+                -d
+            }))
+        }),
+        (Named::Duration, "Truncate") => f(&[Ty::Duration], |a| {
+            let (d, m) = (n(&a[0]), n(&a[1]));
+            Ok(dur(if m <= 0 { d } else { d - d % m }))
+        }),
+        (Named::Duration, "Round") => f(&[Ty::Duration], |a| {
+            Ok(dur(duration_round_to(n(&a[0]), n(&a[1]))))
+        }),
+        _ => return None,
+    })
+}
+
+/// Go's `Duration.Round(m)`: halves away from zero, saturating.
+fn duration_round_to(d: i64, m: i64) -> i64 {
+    if m <= 0 {
+        return d;
+    }
+    let mut r = d % m;
+    if d < 0 {
+        r = -r;
+        if (r as u64) + (r as u64) < m as u64 {
+            return d + r;
+        }
+        return d.checked_sub(m - r).unwrap_or(i64::MIN);
+    }
+    if (r as u64) + (r as u64) < m as u64 {
+        return d - r;
+    }
+    d.checked_add(m - r).unwrap_or(i64::MAX)
+}
+
 /// The methods of `time.Time` a template can call (`(now).Format "2006"`, `(toDate …).Unix`);
-/// the receiver is the first value. `Month`, `Weekday`, `Add`, `Sub`, `In` and the others whose
-/// types are not modelled are not offered.
+/// the receiver is the first value. `Location`, `In`, `Zone` and the methods returning `[]byte`
+/// are not offered (see the compatibility notes).
 pub(crate) fn time_method(name: &str) -> Option<Func> {
     fn num(t: &Value, layout: &[u8]) -> Res {
         let s = time_of(t)
@@ -929,6 +1018,43 @@ pub(crate) fn time_method(name: &str) -> Option<Func> {
         "YearDay" => f(&[], |a| num(&a[0], b"002")),
         "Nanosecond" => f(&[], |a| Ok(Value::Int(i64::from(time_of(&a[0]).nanos)))),
         "IsZero" => f(&[], |a| Ok(Value::Bool(time_of(&a[0]).is_zero()))),
+        "IsDST" => f(&[], |a| Ok(Value::Bool(time_of(&a[0]).is_dst()))),
+        "Month" | "Weekday" => {
+            fn mw(a: &[Value]) -> Result<(i64, i64), String> {
+                time_of(&a[0])
+                    .month_weekday()
+                    .ok_or_else(|| "time out of the supported range".into())
+            }
+            match name {
+                "Month" => f(&[], |a| Ok(Value::Named(Named::Month, mw(a)?.0))),
+                _ => f(&[], |a| Ok(Value::Named(Named::Weekday, mw(a)?.1))),
+            }
+        }
+        "Add" => f(&[Ty::Duration], |a| {
+            Ok(time_value(time_of(&a[0]).add(named_int(&a[1]))))
+        }),
+        "Sub" => f(&[Ty::Time], |a| {
+            Ok(Value::Named(
+                Named::Duration,
+                time_of(&a[0]).sub(&time_of(&a[1])),
+            ))
+        }),
+        "Truncate" => f(&[Ty::Duration], |a| {
+            Ok(time_value(time_of(&a[0]).truncate(named_int(&a[1]))))
+        }),
+        "Round" => f(&[Ty::Duration], |a| {
+            Ok(time_value(time_of(&a[0]).round(named_int(&a[1]))))
+        }),
+        "AddDate" => f(&[Ty::Int, Ty::Int, Ty::Int], |a| {
+            let n = |v: &Value| match v {
+                Value::Int(n) => *n,
+                _ => 0,
+            };
+            time_of(&a[0])
+                .add_date(n(&a[1]), n(&a[2]), n(&a[3]))
+                .map(time_value)
+                .ok_or_else(|| "time out of the supported range".into())
+        }),
         "UTC" => f(&[], |a| {
             Ok(time_value(time_of(&a[0]).in_loc(gotime::Loc::Utc)))
         }),
@@ -949,6 +1075,13 @@ pub(crate) fn time_method(name: &str) -> Option<Func> {
         }
         _ => return None,
     })
+}
+
+fn named_int(v: &Value) -> i64 {
+    match v {
+        Value::Named(_, n) => *n,
+        _ => 0,
+    }
 }
 
 fn time_value(t: gotime::Time) -> Value {
@@ -1800,7 +1933,9 @@ fn encode(v: &Value, html: bool, out: &mut Vec<u8>) -> Result<(), String> {
                 .ok_or("json: error calling MarshalJSON for type time.Time: Time.MarshalJSON: year outside of range [0,9999]")?;
             encode_string(&text, html, out);
         }
-        Value::Int(i) | Value::Int64(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Int(i) | Value::Int64(i) | Value::Named(_, i) => {
+            out.extend_from_slice(i.to_string().as_bytes());
+        }
         Value::Uint8(u) => out.extend_from_slice(u.to_string().as_bytes()),
         Value::Float(f) => {
             if !f.is_finite() {

@@ -65,6 +65,43 @@ pub enum Value {
     Struct(Arc<Map>),
     /// `time.Time`
     Time(Arc<crate::gotime::Time>),
+    /// An integer of a named `time` type (`time.Month`, `time.Weekday`, `time.Duration`): an
+    /// integer for comparisons, its `String()` for `%v`.
+    Named(Named, i64),
+}
+
+/// The named integer types of package `time` a method of `time.Time` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// `time.Month` (an `int`)
+    Month,
+    /// `time.Weekday` (an `int`)
+    Weekday,
+    /// `time.Duration` (an `int64`)
+    Duration,
+}
+
+impl Named {
+    /// The value's `String()`, as Go's `time` package gives it.
+    pub fn string(self, n: i64) -> String {
+        match self {
+            Named::Month => match usize::try_from(n - 1)
+                .ok()
+                .and_then(|i| crate::gotime::LONG_MONTHS.get(i))
+            {
+                Some(m) => (*m).to_string(),
+                None => format!("%!Month({n})"),
+            },
+            Named::Weekday => match usize::try_from(n)
+                .ok()
+                .and_then(|i| crate::gotime::LONG_DAYS.get(i))
+            {
+                Some(d) => (*d).to_string(),
+                None => format!("%!Weekday({n})"),
+            },
+            Named::Duration => crate::duration::format_duration(n),
+        }
+    }
 }
 
 impl Value {
@@ -148,6 +185,9 @@ impl Value {
             Value::Map(MapElem::Str, _) => "map[string]string",
             Value::Struct(_) => "struct {}",
             Value::Time(_) => "time.Time",
+            Value::Named(Named::Month, _) => "time.Month",
+            Value::Named(Named::Weekday, _) => "time.Weekday",
+            Value::Named(Named::Duration, _) => "time.Duration",
         }
     }
 
@@ -157,7 +197,8 @@ impl Value {
             Value::Invalid | Value::NilInterface => "invalid",
             Value::Bool(_) => "bool",
             Value::Int(_) => "int",
-            Value::Int64(_) => "int64",
+            Value::Int64(_) | Value::Named(Named::Duration, _) => "int64",
+            Value::Named(..) => "int",
             Value::Uint8(_) => "uint8",
             Value::Float(_) => "float64",
             Value::Str(_) => "string",
@@ -226,7 +267,7 @@ impl Value {
         match self {
             Value::Invalid | Value::NilInterface => false,
             Value::Bool(b) => *b,
-            Value::Int(i) | Value::Int64(i) => *i != 0,
+            Value::Int(i) | Value::Int64(i) | Value::Named(_, i) => *i != 0,
             Value::Uint8(u) => *u != 0,
             Value::Float(f) => *f != 0.0,
             Value::Str(s) => !s.is_empty(),
@@ -261,6 +302,7 @@ impl Value {
                     && maps_equal(self.entries(), other.entries())
             }
             (Value::Time(a), Value::Time(b)) => a == b,
+            (Value::Named(ka, a), Value::Named(kb, b)) => ka == kb && a == b,
             (Value::Struct(a), Value::Struct(b)) => {
                 a.len() == b.len()
                     && a.iter()
