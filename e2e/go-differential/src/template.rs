@@ -550,9 +550,19 @@ fn date_call(rng: &mut Rng, name: &str) -> Option<String> {
                 "Round",
                 "Month.String",
                 "Weekday.String",
+                "Location",
+                "Location.String",
+                "GoString",
+                "In",
             ]) {
                 "Format" => format!("Format {}", rng.pick_str(LAYOUTS)),
                 "Before" => format!("Before {t}"),
+                "In" => format!(
+                    "In (toDate {} {}){}.Location",
+                    rng.pick_str(LAYOUTS),
+                    rng.pick_str(DATE_VALUES),
+                    rng.pick_str(&["", ".UTC"])
+                ),
                 "AddDate" => format!(
                     "AddDate {} {} {}",
                     rng.pick_str(DATE_DELTAS),

@@ -28,6 +28,8 @@ pub(crate) enum Ty {
     Time,
     /// `time.Duration`
     Duration,
+    /// `*time.Location`
+    Location,
 }
 
 /// A function: its parameters (the last one repeated when `variadic`) and its body. An `Err`
@@ -669,13 +671,13 @@ impl State<'_> {
         let n = idents.len();
         for ident in &idents[..n - 1] {
             receiver = match &receiver {
-                Value::Time(_) | Value::Named(..) => {
+                Value::Time(_) | Value::Named(..) | Value::Location(_) => {
                     self.call_method(_dot, ident, receiver.clone(), &[], None)?
                 }
                 _ => eval_field(ident, false, receiver)?,
             };
         }
-        if let Value::Time(_) | Value::Named(..) = receiver {
+        if let Value::Time(_) | Value::Named(..) | Value::Location(_) = receiver {
             let rest = args.get(1..).unwrap_or(&[]);
             return self.call_method(_dot, &idents[n - 1], receiver, rest, final_);
         }
@@ -705,6 +707,7 @@ impl State<'_> {
         }
         let found = match &receiver {
             Value::Named(kind, _) => sprig::named_method(*kind, name),
+            Value::Location(_) => sprig::location_method(name),
             _ => sprig::time_method(name),
         };
         let Some(func) = found else {
@@ -835,6 +838,7 @@ impl State<'_> {
                 Ok(Value::Named(crate::value::Named::Duration, n.int))
             }
             (Ty::Duration, _) => fail("expected integer"),
+            (Ty::Location, _) => fail("can't handle argument for *time.Location"),
             (Ty::Str, Arg::Str(s)) => Ok(Value::str(s)),
             (Ty::Str, _) => fail("expected string"),
             (Ty::Any | Ty::RValue, Arg::Bool(b)) => Ok(Value::Bool(*b)),
@@ -886,7 +890,8 @@ fn validate(v: Value, ty: Ty) -> R<Value> {
         | (Ty::Bool, Value::Bool(_))
         | (Ty::MapAny, Value::Map(MapElem::Any, _))
         | (Ty::Time, Value::Time(_))
-        | (Ty::Duration, Value::Named(crate::value::Named::Duration, _)) => Ok(v),
+        | (Ty::Duration, Value::Named(crate::value::Named::Duration, _))
+        | (Ty::Location, Value::Location(_)) => Ok(v),
         _ => fail(format!("wrong type for value; got {}", v.type_name())),
     }
 }

@@ -324,6 +324,15 @@ impl Printer {
                     self.fmt_integer(*n as u64, true, verb, v);
                 }
             }
+            Value::Location(loc) => {
+                // A `Stringer`; the other verbs would show the pointer, shown as a bad verb.
+                let text = loc.name();
+                if matches!(verb, 'v' | 's' | 'x' | 'X' | 'q') && !self.f.sharp_v {
+                    self.fmt_string(text.as_bytes(), verb, &Value::str(&text));
+                } else {
+                    self.bad_verb(verb, v);
+                }
+            }
             Value::Map(_, m) => {
                 if self.f.sharp_v {
                     self.buf.extend_from_slice(v.type_name().as_bytes());

@@ -19,7 +19,7 @@ use chrono_tz::OffsetName;
 
 /// A location: UTC (also Go's `Local` here), a fixed zone (named or not), or a tz database zone.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Loc {
+pub enum Loc {
     /// UTC.
     Utc,
     /// Go's `Local`, which is UTC here but another location than `UTC` (times in the two are not
@@ -29,6 +29,20 @@ pub(crate) enum Loc {
     Fixed(Arc<str>, i32),
     /// A zone of the tz database.
     Tz(chrono_tz::Tz),
+}
+
+impl Loc {
+    /// `Location.String()`: the name given to `LoadLocation` or `FixedZone`.
+    pub fn name(&self) -> String {
+        match self {
+            Loc::Utc => "UTC".to_owned(),
+            // Go names `Local` "UTC" when it is UTC (`TZ` empty or `UTC`, or no zone file), as
+            // here; with a zone file and `TZ` unset it would be "Local".
+            Loc::Local => "UTC".to_owned(),
+            Loc::Fixed(name, _) => name.to_string(),
+            Loc::Tz(tz) => tz.name().to_owned(),
+        }
+    }
 }
 
 /// A Go `time.Time` (without a monotonic reading unless `mono` is set); opaque outside the crate.
@@ -148,6 +162,34 @@ impl Time {
     pub(crate) fn month_weekday(&self) -> Option<(i64, i64)> {
         let c = self.civil(self.zone().1)?;
         Some((i64::from(c.month), c.weekday as i64))
+    }
+
+    /// `t.Location()`.
+    pub(crate) fn location(&self) -> Loc {
+        self.loc.clone()
+    }
+
+    /// `t.GoString()`; `None` past chrono's range.
+    pub(crate) fn go_string(&self) -> Option<String> {
+        let c = self.civil(self.zone().1)?;
+        let loc = match &self.loc {
+            Loc::Utc => "time.UTC".to_owned(),
+            Loc::Local => "time.Local".to_owned(),
+            other => format!(
+                "time.Location({})",
+                crate::fmt::quote(other.name().as_bytes())
+            ),
+        };
+        Some(format!(
+            "time.Date({}, time.{}, {}, {}, {}, {}, {}, {loc})",
+            c.year,
+            LONG_MONTHS[c.month as usize - 1],
+            c.day,
+            c.hour,
+            c.min,
+            c.sec,
+            self.nanos
+        ))
     }
 
     /// `t.IsDST()`.

@@ -941,6 +941,17 @@ pub(crate) fn named_method(kind: Named, name: &str) -> Option<Func> {
     })
 }
 
+/// The methods of `*time.Location` a template can call.
+pub(crate) fn location_method(name: &str) -> Option<Func> {
+    match name {
+        "String" => Some(f(&[], |a| match &a[0] {
+            Value::Location(loc) => Ok(Value::str(loc.name())),
+            _ => Ok(Value::str("UTC")),
+        })),
+        _ => None,
+    }
+}
+
 /// Go's `Duration.Round(m)`: halves away from zero, saturating.
 fn duration_round_to(d: i64, m: i64) -> i64 {
     if m <= 0 {
@@ -1019,6 +1030,19 @@ pub(crate) fn time_method(name: &str) -> Option<Func> {
         "Nanosecond" => f(&[], |a| Ok(Value::Int(i64::from(time_of(&a[0]).nanos)))),
         "IsZero" => f(&[], |a| Ok(Value::Bool(time_of(&a[0]).is_zero()))),
         "IsDST" => f(&[], |a| Ok(Value::Bool(time_of(&a[0]).is_dst()))),
+        "Location" => f(&[], |a| {
+            Ok(Value::Location(Arc::new(time_of(&a[0]).location())))
+        }),
+        "In" => f(&[Ty::Location], |a| match &a[1] {
+            Value::Location(loc) => Ok(time_value(time_of(&a[0]).in_loc((**loc).clone()))),
+            _ => Err("time: missing Location in call to Time.In".into()),
+        }),
+        "GoString" => f(&[], |a| {
+            time_of(&a[0])
+                .go_string()
+                .map(Value::str)
+                .ok_or_else(|| "time out of the supported range".into())
+        }),
         "Month" | "Weekday" => {
             fn mw(a: &[Value]) -> Result<(i64, i64), String> {
                 time_of(&a[0])
@@ -1925,6 +1949,8 @@ fn encode(v: &Value, html: bool, out: &mut Vec<u8>) -> Result<(), String> {
             out.extend_from_slice(b"null");
         }
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        // A `*time.Location` has no exported field.
+        Value::Location(_) => out.extend_from_slice(b"{}"),
         Value::Time(t) => {
             // `Time.MarshalJSON`: RFC 3339 with nanoseconds, years 0 to 9999 only.
             let text = t

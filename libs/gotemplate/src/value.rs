@@ -68,6 +68,8 @@ pub enum Value {
     /// An integer of a named `time` type (`time.Month`, `time.Weekday`, `time.Duration`): an
     /// integer for comparisons, its `String()` for `%v`.
     Named(Named, i64),
+    /// `*time.Location` (never nil): prints its name.
+    Location(Arc<crate::gotime::Loc>),
 }
 
 /// The named integer types of package `time` a method of `time.Time` returns.
@@ -188,6 +190,7 @@ impl Value {
             Value::Named(Named::Month, _) => "time.Month",
             Value::Named(Named::Weekday, _) => "time.Weekday",
             Value::Named(Named::Duration, _) => "time.Duration",
+            Value::Location(_) => "*time.Location",
         }
     }
 
@@ -205,6 +208,7 @@ impl Value {
             Value::List(..) => "slice",
             Value::Map(..) => "map",
             Value::Struct(_) | Value::Time(_) => "struct",
+            Value::Location(_) => "ptr",
         }
     }
 
@@ -272,7 +276,7 @@ impl Value {
             Value::Float(f) => *f != 0.0,
             Value::Str(s) => !s.is_empty(),
             Value::List(..) | Value::Map(..) => self.len().unwrap_or(0) > 0,
-            Value::Struct(_) | Value::Time(_) => true,
+            Value::Struct(_) | Value::Time(_) | Value::Location(_) => true,
         }
     }
 
