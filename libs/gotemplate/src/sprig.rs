@@ -1188,7 +1188,7 @@ fn parse_int_base(s: &str, base: u32) -> Option<i64> {
 fn to_int64(v: &Value) -> i64 {
     match v {
         Value::Str(s) => parse_int10(s).unwrap_or(0),
-        Value::Int(i) | Value::Int64(i) => *i,
+        Value::Int(i) | Value::Int64(i) | Value::Named(_, i) => *i,
         Value::Uint8(u) => i64::from(*u),
         Value::Float(f) => go_f64_to_i64(*f),
         Value::Bool(b) => i64::from(*b),
@@ -1203,7 +1203,7 @@ fn to_float64(v: &Value) -> f64 {
             .ok()
             .and_then(parse_float)
             .unwrap_or(0.0),
-        Value::Int(i) | Value::Int64(i) => *i as f64,
+        Value::Int(i) | Value::Int64(i) | Value::Named(_, i) => *i as f64,
         Value::Uint8(u) => f64::from(*u),
         Value::Float(f) => *f,
         Value::Bool(b) => f64::from(u8::from(*b)),

@@ -1339,3 +1339,30 @@ fn time_locations_as_go() {
         "{{ (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Location.Nope }}"
     ));
 }
+
+/// slim-sprig's conversions take `time.Month`, `time.Weekday` and `time.Duration` as the integers
+/// they are; expected values are Go's.
+#[test]
+fn named_time_integers_in_sprig_as_go() {
+    assert_eq!(
+        r("{{ add (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month 1 }}"),
+        "3"
+    );
+    assert_eq!(
+        r("{{ toString (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month }}"),
+        "February"
+    );
+    assert_eq!(
+        r("{{ int (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month }}"),
+        "2"
+    );
+    assert_eq!(
+        r(
+            "{{ add (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month 1 }}|{{ int (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month }}|{{ float64 ((toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Sub (toDate \"2006-01-02\" \"2023-12-31\")) }}|{{ int64 ((toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Sub (toDate \"2006-01-02\" \"2023-12-31\")) }}|{{ max (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month 1 }}|{{ toString ((toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Sub (toDate \"2006-01-02\" \"2023-12-31\")) }}|{{ mul (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Weekday 2 }}"
+        ),
+        "3|2|5.233679e+15|5233679000000000|2|1453h47m59s|8"
+    );
+    assert!(fails(
+        "{{ atoi (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month }}"
+    ));
+}
