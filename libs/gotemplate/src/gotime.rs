@@ -295,8 +295,11 @@ impl Time {
     }
 
     fn civil(&self, offset: i32) -> Option<Civil> {
-        let local = chrono::DateTime::from_timestamp(self.secs.checked_add(i64::from(offset))?, 0)?
-            .naive_utc();
+        let wall = self.secs.checked_add(i64::from(offset))?;
+        let Some(local) = chrono::DateTime::from_timestamp(wall, 0) else {
+            return civil_of_wall(wall);
+        };
+        let local = local.naive_utc();
         Some(Civil {
             year: i64::from(local.year()),
             month: local.month(),
@@ -1149,4 +1152,34 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// The broken-down wall time of seconds past chrono's range (years beyond ±262,143, which
+/// `AddDate` reaches), by the proleptic Gregorian calendar as Go computes it; `None` for the
+/// extremes where Go's own arithmetic wraps.
+fn civil_of_wall(wall: i64) -> Option<Civil> {
+    if wall.unsigned_abs() > 1 << 60 {
+        return None;
+    }
+    let days = wall.div_euclid(86_400);
+    let secs = wall.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Some(Civil {
+        year,
+        month: month as u32,
+        day: day as u32,
+        yday: (days - days_from_civil(year, 1, 1) + 1) as u32,
+        weekday: (days + 4).rem_euclid(7) as usize,
+        hour: (secs / 3600) as u32,
+        min: (secs / 60 % 60) as u32,
+        sec: (secs % 60) as u32,
+    })
 }

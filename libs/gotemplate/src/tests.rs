@@ -1366,3 +1366,25 @@ fn named_time_integers_in_sprig_as_go() {
         "{{ atoi (toDate \"2006-01-02 15:04:05\" \"2024-02-29 13:47:59\").Month }}"
     ));
 }
+
+/// `AddDate` reaches years past chrono's range; they print as Go prints them. Expected values are
+/// Go's.
+#[test]
+fn far_years_from_add_date_as_go() {
+    assert_eq!(
+        r("{{ (toDate \"_2006 1/2\" \"1:04pm\").AddDate 2147483648 1 1 }}"),
+        "2147483649-02-02 00:00:00 +0000 UTC"
+    );
+    assert_eq!(
+        r(
+            "{{ (toDate \"2006-01-02T15:04:05.999999999Z07:00\" \"2024-03-10 01:02:03 -07:30:15\").AddDate 2147483648 -30 0 }}"
+        ),
+        "2147483646-07-01 00:00:00 +0000 UTC"
+    );
+    assert_eq!(
+        r(
+            "{{ ((toDate \"2006-01-02\" \"2024-02-29\").AddDate -2147483648 0 400).Format \"Mon Jan _2 2006 002 15:04:05\" }}|{{ ((toDate \"2006-01-02\" \"2024-02-29\").AddDate 300000 0 0).YearDay }}|{{ ((toDate \"2006-01-02\" \"2024-02-29\").AddDate 300000 0 0).Weekday }}|{{ ((toDate \"2006-01-02\" \"2024-02-29\").AddDate 0 0 2147483648).Month }}|{{ toJson ((toDate \"2006-01-02\" \"2024-02-29\").AddDate 300000 0 0) }}"
+        ),
+        "Mon Apr  4 -2147481623 094 00:00:00|60|Thursday|September|"
+    );
+}
