@@ -1388,3 +1388,26 @@ fn far_years_from_add_date_as_go() {
         "Mon Apr  4 -2147481623 094 00:00:00|60|Thursday|September|"
     );
 }
+
+/// Two deliberate deviations (docs/go-compatibility.md, "Documented deviations"): a time's
+/// byte-slice methods and `eq` of two locations fail here, so the string is used as written.
+/// Go prints the bytes of `MarshalJSON` as a list of numbers, which no object field wants, and
+/// answers `eq` of locations by pointer identity, which depends on Go's zone caching.
+#[test]
+fn byte_slice_methods_and_location_identity_are_not_offered() {
+    let t = "(toDate \"2006-01-02\" \"2024-02-29\")";
+    for method in [
+        "MarshalJSON",
+        "MarshalText",
+        "MarshalBinary",
+        "GobEncode",
+        "AppendFormat",
+        "AppendText",
+        "AppendBinary",
+    ] {
+        let text = format!("{{{{ {t}.{method} }}}}");
+        assert!(fails(&text), "{text}");
+    }
+    let text = format!("{{{{ eq {t}.Location {t}.Location }}}}");
+    assert!(fails(&text), "{text}");
+}
