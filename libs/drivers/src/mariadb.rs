@@ -300,187 +300,19 @@ pub fn snapshot(rendered: &Json, parameters: &BTreeMap<String, String>) -> Json 
     snap
 }
 
-/// Parses a Go duration (`time.ParseDuration`) into nanoseconds, with Go's error messages.
-///
-/// Step for step what Go does, because upstream shows the outcome to users (`720h` becomes
-/// `720h0m0s`, a bad value is quoted in a failure message): the whole part of each term is read
-/// exactly and may not exceed 2^63; the fraction's digits are accumulated until they would pass
-/// 2^63 (later digits are ignored) and scaled through one `f64` multiplication, truncated toward
-/// zero; the sum of the terms wraps at 2^64 exactly as Go's unsigned accumulator does.
+/// Parses a Go duration (`time.ParseDuration`) into nanoseconds, with Go's error messages:
+/// `gotemplate::duration`, the same parser the template functions use, step for step what Go does
+/// (upstream shows the outcome to users: `720h` becomes `720h0m0s`, a bad value is quoted in a
+/// failure message).
 pub fn parse_go_duration(text: &str) -> Result<i128, String> {
-    const LIMIT: u64 = 1 << 63;
-    let invalid = || format!("time: invalid duration {}", go_quote(text));
-    let mut s = text.as_bytes();
-    let mut negative = false;
-    if let Some(&sign @ (b'-' | b'+')) = s.first() {
-        negative = sign == b'-';
-        s = &s[1..];
-    }
-    if s == b"0" {
-        return Ok(0);
-    }
-    if s.is_empty() {
-        return Err(invalid());
-    }
-    let mut total: u64 = 0;
-    while !s.is_empty() {
-        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
-            return Err(invalid());
-        }
-        // The whole part: more than 2^63 is an error.
-        let before = s.len();
-        let mut value: u64 = 0;
-        while let Some(&c) = s.first().filter(|c| c.is_ascii_digit()) {
-            if value > LIMIT / 10 {
-                return Err(invalid());
-            }
-            value = value * 10 + u64::from(c - b'0');
-            if value > LIMIT {
-                return Err(invalid());
-            }
-            s = &s[1..];
-        }
-        let whole_digits = s.len() != before;
-        // The fraction: digits past what fits are skipped, not an error.
-        let (mut fraction, mut scale, mut frac_digits) = (0_u64, 1_f64, false);
-        if s.first() == Some(&b'.') {
-            s = &s[1..];
-            let mut overflow = false;
-            while let Some(&c) = s.first().filter(|c| c.is_ascii_digit()) {
-                s = &s[1..];
-                frac_digits = true;
-                if overflow {
-                    continue;
-                }
-                if fraction > (LIMIT - 1) / 10 {
-                    overflow = true;
-                    continue;
-                }
-                let next = fraction * 10 + u64::from(c - b'0');
-                if next > LIMIT {
-                    overflow = true;
-                    continue;
-                }
-                fraction = next;
-                scale *= 10.0;
-            }
-        }
-        if !whole_digits && !frac_digits {
-            return Err(invalid());
-        }
-        let unit_len = s
-            .iter()
-            .position(|c| *c == b'.' || c.is_ascii_digit())
-            .unwrap_or(s.len());
-        if unit_len == 0 {
-            return Err(format!("time: missing unit in duration {}", go_quote(text)));
-        }
-        // The unit ends before an ASCII byte (or at the end), so it is whole characters.
-        let unit = std::str::from_utf8(&s[..unit_len]).unwrap_or_default();
-        s = &s[unit_len..];
-        let nanos: u64 = match unit {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            other => {
-                return Err(format!(
-                    "time: unknown unit {} in duration {}",
-                    go_quote(other),
-                    go_quote(text)
-                ));
-            }
-        };
-        if value > LIMIT / nanos {
-            return Err(invalid());
-        }
-        value *= nanos;
-        if fraction > 0 {
-            // Truncation toward zero, as Go's float-to-integer conversion.
-            value += (fraction as f64 * (nanos as f64 / scale)) as u64;
-            if value > LIMIT {
-                return Err(invalid());
-            }
-        }
-        total = total.wrapping_add(value);
-        if total > LIMIT {
-            return Err(invalid());
-        }
-    }
-    if negative {
-        Ok(-i128::from(total))
-    } else if total > LIMIT - 1 {
-        Err(invalid())
-    } else {
-        Ok(i128::from(total))
-    }
+    gotemplate::duration::parse_duration(text.as_bytes()).map(i128::from)
 }
 
-/// Quotes `s` the way Go's time package quotes a duration or unit in its errors: between double
-/// quotes, `"` and the backslash escaped with a backslash, and every byte of a control or non-ASCII
-/// character written as `\xNN` (so `µ` is `\xc2\xb5`).
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        if c < ' ' || !c.is_ascii() {
-            let mut buf = [0_u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("\\x{b:02x}"));
-            }
-        } else {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Formats nanoseconds as Go's `time.Duration.String()` does (`720h0m0s`, `1.5s`, `300ms`).
+/// Formats nanoseconds as Go's `time.Duration.String()` does (`720h0m0s`, `1.5s`, `300ms`); a
+/// value outside Go's `int64` range is shown at the nearest end of it.
 pub fn format_go_duration(nanos: i128) -> String {
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let u = nanos.unsigned_abs();
-    let frac = |v: u128, digits: u32| -> String {
-        let scale = 10u128.pow(digits);
-        let (whole, mut rest) = (v / scale, v % scale);
-        if rest == 0 {
-            return whole.to_string();
-        }
-        let mut width = digits as usize;
-        while rest % 10 == 0 {
-            rest /= 10;
-            width -= 1;
-        }
-        format!("{whole}.{rest:0width$}")
-    };
-    if u < 1_000_000_000 {
-        return if u < 1_000 {
-            format!("{sign}{u}ns")
-        } else if u < 1_000_000 {
-            format!("{sign}{}µs", frac(u, 3))
-        } else {
-            format!("{sign}{}ms", frac(u, 6))
-        };
-    }
-    let seconds = frac(u % 60_000_000_000, 9);
-    let minutes_total = u / 60_000_000_000;
-    if minutes_total == 0 {
-        return format!("{sign}{seconds}s");
-    }
-    let (hours, minutes) = (minutes_total / 60, minutes_total % 60);
-    if hours == 0 {
-        format!("{sign}{minutes}m{seconds}s")
-    } else {
-        format!("{sign}{hours}h{minutes}m{seconds}s")
-    }
+    let nanos = i64::try_from(nanos).unwrap_or(if nanos < 0 { i64::MIN } else { i64::MAX });
+    gotemplate::duration::format_duration(nanos)
 }
 
 #[cfg(test)]

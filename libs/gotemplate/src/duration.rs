@@ -1,12 +1,12 @@
 //! Go's `time.Duration`: `time.ParseDuration` and `Duration.String`, for slim-sprig's
-//! `duration`, `durationRound` and `dateModify`. The same algorithm as the drivers' duration
-//! helpers (which this crate cannot depend on), kept step for step with Go's: the whole part of
+//! `duration`, `durationRound` and `dateModify`, and for the drivers' Go durations (MariaDB's
+//! `maxRetention`, a Plan's `maxAge`), kept step for step with Go's: the whole part of
 //! each term is read exactly and may not exceed 2^63, the fraction's digits are accumulated until
 //! they would pass 2^63 and scaled through one `f64` multiplication, and the sum wraps at 2^64 as
 //! Go's unsigned accumulator does.
 
 /// Parses a Go duration into nanoseconds, with Go's error messages.
-pub(crate) fn parse_duration(text: &[u8]) -> Result<i64, String> {
+pub fn parse_duration(text: &[u8]) -> Result<i64, String> {
     const LIMIT: u64 = 1 << 63;
     let invalid = || format!("time: invalid duration {}", go_quote(text));
     let mut s = text;
@@ -138,7 +138,7 @@ fn go_quote(s: &[u8]) -> String {
 }
 
 /// Formats nanoseconds as Go's `Duration.String()` does (`720h0m0s`, `1.5s`, `300ms`).
-pub(crate) fn format_duration(nanos: i64) -> String {
+pub fn format_duration(nanos: i64) -> String {
     if nanos == 0 {
         return "0s".into();
     }

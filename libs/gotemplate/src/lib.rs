@@ -14,7 +14,7 @@
 //! Errors are not worded as Go words them (nobody reads them: upstream uses a string that fails
 //! as written), but a template fails exactly when Go's does, at parse or at execution time.
 
-mod duration;
+pub mod duration;
 mod exec;
 mod fmt;
 pub mod gotime;
