@@ -217,8 +217,7 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found[0].0, "args[1]");
         assert_eq!(
-            found[0].1,
-            "does not parse as a Go template (unclosed action); it is used as written",
+            found[0].1, "does not parse as a Go template (unclosed action); it is used as written",
             "{found:?}"
         );
         assert_eq!(
