@@ -16,32 +16,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::backups::{Backup, BackupSpec, BackupStatus};
-use backup_storage::catalog::{self as record, Payload, Rejection};
+use api::backups::Backup;
+use backup_storage::catalog::{self as record, Rejection};
 use backup_storage::s3::{S3Client, S3Config};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::{Client, ResourceExt};
-use sha2::{Digest, Sha256};
 
 use crate::args::RunnerArgs;
 
-/// The label on a Backup re-created from its record.
-pub const RESTORED_LABEL: &str = "backups.cozystack.io/restored-from-catalog";
-/// The annotation naming the record a Backup was last written as (a digest of the record's bytes,
-/// which reveals nothing of the key); absent means no record was written for it.
-pub const RECORD_ANNOTATION: &str = "backups.cozystack.io/catalog-record";
-/// The key of the signing key in its Secret.
-pub const KEY_DATA: &str = "hmac-sha256.key";
+pub use backup_storage::catalog_backup::{
+    KEY_DATA, RECORD_ANNOTATION, RESTORED_LABEL, digest, payload,
+};
+
 /// How long a resolved (or missing) configuration is reused before the Secrets are read again.
 pub const RESOLVE_TTL: Duration = Duration::from_secs(60);
-
-/// Annotations never copied into a record.
-const SKIPPED_ANNOTATIONS: [&str; 2] = [
-    RECORD_ANNOTATION,
-    "kubectl.kubernetes.io/last-applied-configuration",
-];
 
 /// Why the catalog's bucket side cannot be used right now.
 #[derive(Debug, thiserror::Error)]
@@ -113,74 +103,18 @@ impl Bucket {
 
     /// The record bytes of `backup` and their digest (the annotation's value).
     pub fn seal(&self, backup: &Backup) -> (Vec<u8>, String) {
-        let bytes = record::seal(&self.key, &payload(backup));
-        let digest = digest(&bytes);
-        (bytes, digest)
+        backup_storage::catalog_backup::seal(&self.key, backup)
     }
 
     /// Verifies a record's bytes found at `object_key` and returns the Backup to create.
     pub fn open(&self, object_key: &str, bytes: &[u8]) -> Result<Backup, Rejection> {
-        let payload = record::open(&self.key, object_key, bytes)?;
-        restored_backup(payload, digest(bytes))
+        backup_storage::catalog_backup::open(&self.key, object_key, bytes)
     }
 
     /// The public id of the signing key.
     pub fn key_id(&self) -> String {
         record::key_id(&self.key)
     }
-}
-
-/// The digest of a record's bytes (first 16 bytes of SHA-256, hex).
-pub fn digest(bytes: &[u8]) -> String {
-    hex::encode(&Sha256::digest(bytes)[..16])
-}
-
-/// The signed payload of `backup`: its user-set metadata, spec and status; no server metadata, no
-/// finalizers, no ownerReferences, and not the restored-from-catalog label (a restored Backup's
-/// record is byte for byte the original's).
-pub fn payload(backup: &Backup) -> Payload {
-    let mut labels = backup.labels().clone();
-    labels.remove(RESTORED_LABEL);
-    let mut annotations = backup.annotations().clone();
-    for skipped in SKIPPED_ANNOTATIONS {
-        annotations.remove(skipped);
-    }
-    Payload {
-        namespace: backup.namespace().unwrap_or_default(),
-        name: backup.name_any(),
-        labels,
-        annotations,
-        spec: serde_json::to_value(&backup.spec).unwrap_or_default(),
-        status: backup
-            .status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok()),
-    }
-}
-
-fn restored_backup(payload: Payload, digest: String) -> Result<Backup, Rejection> {
-    let spec: BackupSpec = serde_json::from_value(payload.spec)
-        .map_err(|e| Rejection::Invalid(format!("spec: {e}")))?;
-    let status: Option<BackupStatus> = payload
-        .status
-        .map(serde_json::from_value)
-        .transpose()
-        .map_err(|e| Rejection::Invalid(format!("status: {e}")))?;
-    let mut labels: BTreeMap<String, String> = payload.labels;
-    labels.insert(RESTORED_LABEL.into(), "true".into());
-    let mut annotations = payload.annotations;
-    annotations.insert(RECORD_ANNOTATION.into(), digest);
-    Ok(Backup {
-        metadata: ObjectMeta {
-            name: Some(payload.name),
-            namespace: Some(payload.namespace),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            ..Default::default()
-        },
-        spec,
-        status,
-    })
 }
 
 fn split(s: &str) -> (String, String) {

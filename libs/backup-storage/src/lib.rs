@@ -13,10 +13,14 @@
 //!
 //! Two scheme-stripping algorithms exist upstream and both are reproduced: the Helm helper strips
 //! only literal prefixes ([`endpoint::host_form`]), the Go projector parses the URL
-//! ([`endpoint::strip_scheme`]). No I/O and no Kubernetes types here: callers pass plain values.
+//! ([`endpoint::strip_scheme`]). No I/O and no Kubernetes types by default: callers pass plain
+//! values. Feature `s3` adds the catalog records' S3 client, feature `backup` the conversion of a
+//! catalog `Backup` to its record and back.
 
 pub mod bucket;
 pub mod catalog;
+#[cfg(feature = "backup")]
+pub mod catalog_backup;
 pub mod credentials;
 pub mod endpoint;
 mod gojson;

@@ -120,7 +120,7 @@ fn go_quote(s: &[u8]) -> String {
     out.push('"');
     let mut i = 0;
     while i < s.len() {
-        let (c, n) = crate::value::decode_rune(&s[i..]);
+        let (c, n) = crate::strconv::decode_rune(&s[i..]);
         if c < ' ' || !c.is_ascii() {
             for b in &s[i..i + n] {
                 out.push_str(&format!("\\x{b:02x}"));

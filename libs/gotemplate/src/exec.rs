@@ -3,63 +3,10 @@
 //! the builtins (`and`, `or`, `not`, `len`, `index`, `print*`, `eq`…, `html`, `js`, `urlquery`).
 
 use crate::fmt;
+use crate::func::{Func, Ty, f, fv};
 use crate::parse::{Arg, Branch, Node, Number, Pipe, Tree};
 use crate::sprig;
-use crate::value::{Elem, MapElem, Value};
-
-/// The Go type of a function parameter, as far as argument checking needs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ty {
-    /// `interface{}`
-    Any,
-    /// `reflect.Value` (the builtins): like `interface{}`, and a nil stays no value.
-    RValue,
-    /// `string`
-    Str,
-    /// `int`
-    Int,
-    /// `float64`
-    Float,
-    /// `bool`
-    Bool,
-    /// `map[string]interface{}`
-    MapAny,
-    /// `time.Time`
-    Time,
-    /// `time.Duration`
-    Duration,
-    /// `*time.Location`
-    Location,
-}
-
-/// A function: its parameters (the last one repeated when `variadic`) and its body. An `Err`
-/// is an execution error (Go's error result or a recovered panic).
-#[derive(Clone, Copy)]
-pub(crate) struct Func {
-    pub(crate) params: &'static [Ty],
-    pub(crate) variadic: Option<Ty>,
-    pub(crate) call: fn(&[Value]) -> Result<Value, String>,
-}
-
-pub(crate) const fn f(params: &'static [Ty], call: fn(&[Value]) -> Result<Value, String>) -> Func {
-    Func {
-        params,
-        variadic: None,
-        call,
-    }
-}
-
-pub(crate) const fn fv(
-    params: &'static [Ty],
-    variadic: Ty,
-    call: fn(&[Value]) -> Result<Value, String>,
-) -> Func {
-    Func {
-        params,
-        variadic: Some(variadic),
-        call,
-    }
-}
+use crate::value::{MapElem, Value};
 
 /// Looks a function up as Go does: the template's functions (slim-sprig's map) first, then the
 /// builtins.
@@ -159,7 +106,7 @@ fn js_escape(s: &[u8]) -> Vec<u8> {
             i += 1;
         } else {
             let (r, n) = crate::value::decode_rune(&s[i..]);
-            if fmt::is_print(r) {
+            if crate::strconv::is_print(r) {
                 out.extend_from_slice(&s[i..i + n]);
             } else {
                 out.extend_from_slice(format!("\\u{:04X}", r as u32).as_bytes());
@@ -917,9 +864,4 @@ fn ideal_constant(n: &Number) -> R<Value> {
         return fail(format!("{t} overflows int"));
     }
     Ok(Value::Invalid)
-}
-
-/// `[]interface{}` of values.
-pub(crate) fn any_list(items: Vec<Value>) -> Value {
-    Value::List(Elem::Any, Some(std::sync::Arc::new(items)))
 }

@@ -3,7 +3,8 @@
 //! with Go's exponents (`1e+21`, `1e-07`), `<nil>`, and the `%!verb(type=value)`,
 //! `%!verb(MISSING)` and `%!(EXTRA …)` forms for what does not fit.
 
-use crate::value::{Value, decode_rune, runes};
+use crate::strconv::{decode_rune, is_print, quote_rune, quote_with, runes};
+use crate::value::Value;
 
 #[derive(Clone, Copy, Default)]
 struct Flags {
@@ -789,84 +790,6 @@ fn can_backquote(s: &[u8]) -> bool {
         i += n;
     }
     true
-}
-
-/// Whether Go's `strconv.IsPrint` holds, closely enough: letters, marks, numbers, punctuation,
-/// symbols and the ASCII space.
-pub(crate) fn is_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    let u = c as u32;
-    // Format characters, private use, surrogates and non-characters are not printable.
-    !matches!(u,
-        0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F
-        | 0x202A..=0x202E | 0x2060..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB
-        | 0xE000..=0xF8FF | 0xFFFE | 0xFFFF | 0xF0000..=0x10FFFF)
-}
-
-/// Go's `strconv.Quote`.
-pub fn quote(s: &[u8]) -> String {
-    quote_with(s, false)
-}
-
-fn quote_with(s: &[u8], ascii: bool) -> String {
-    let mut out = String::from("\"");
-    let mut i = 0;
-    while i < s.len() {
-        let (c, n) = decode_rune(&s[i..]);
-        if n == 1 && c == '\u{FFFD}' && s[i] >= 0x80 {
-            out.push_str(&format!("\\x{:02x}", s[i]));
-            i += 1;
-            continue;
-        }
-        escape_rune(&mut out, c, '"', ascii);
-        i += n;
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `strconv.QuoteRune` (`QuoteRuneToASCII` with `ascii`).
-pub(crate) fn quote_rune(c: char, ascii: bool) -> String {
-    let mut out = String::from("'");
-    escape_rune(&mut out, c, '\'', ascii);
-    out.push('\'');
-    out
-}
-
-fn escape_rune(out: &mut String, c: char, quote: char, ascii: bool) {
-    if c == quote || c == '\\' {
-        out.push('\\');
-        out.push(c);
-        return;
-    }
-    if ascii {
-        if (c as u32) < 0x80 && is_print(c) {
-            out.push(c);
-            return;
-        }
-    } else if is_print(c) {
-        out.push(c);
-        return;
-    }
-    match c {
-        '\x07' => out.push_str("\\a"),
-        '\x08' => out.push_str("\\b"),
-        '\x0c' => out.push_str("\\f"),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        '\x0b' => out.push_str("\\v"),
-        c if (c as u32) < ' ' as u32 || c as u32 == 0x7f => {
-            out.push_str(&format!("\\x{:02x}", c as u32));
-        }
-        c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-        c => out.push_str(&format!("\\U{:08x}", c as u32)),
-    }
 }
 
 /// The decimal digits of `x` (no sign, no trailing zeros) and the position of the decimal

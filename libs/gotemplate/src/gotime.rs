@@ -177,7 +177,7 @@ impl Time {
             Loc::Local => "time.Local".to_owned(),
             other => format!(
                 "time.Location({})",
-                crate::fmt::quote(other.name().as_bytes())
+                crate::strconv::quote(other.name().as_bytes())
             ),
         };
         Some(format!(

@@ -67,12 +67,12 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Vec<u8>, String> {
                     || !s[i + 2].is_ascii_hexdigit()
                 {
                     let bad = &s[i..s.len().min(i + 3)];
-                    return Err(format!("invalid URL escape {}", crate::fmt::quote(bad)));
+                    return Err(format!("invalid URL escape {}", crate::strconv::quote(bad)));
                 }
                 if mode == Mode::Host && unhex(s[i + 1]) < 8 && &s[i..i + 3] != b"%25" {
                     return Err(format!(
                         "invalid URL escape {}",
-                        crate::fmt::quote(&s[i..i + 3])
+                        crate::strconv::quote(&s[i..i + 3])
                     ));
                 }
                 if mode == Mode::Zone {
@@ -80,7 +80,7 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Vec<u8>, String> {
                     if &s[i..i + 3] != b"%25" && v != b' ' && should_escape(v, Mode::Host) {
                         return Err(format!(
                             "invalid URL escape {}",
-                            crate::fmt::quote(&s[i..i + 3])
+                            crate::strconv::quote(&s[i..i + 3])
                         ));
                     }
                 }
@@ -90,7 +90,7 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Vec<u8>, String> {
                 if matches!(mode, Mode::Host | Mode::Zone) && c < 0x80 && should_escape(c, mode) {
                     return Err(format!(
                         "invalid character {} in host name",
-                        crate::fmt::quote(&s[i..=i])
+                        crate::strconv::quote(&s[i..=i])
                     ));
                 }
                 i += 1;

@@ -17,14 +17,17 @@
 pub mod duration;
 mod exec;
 mod fmt;
+mod func;
 pub mod gotime;
 mod gourl;
 mod parse;
 mod sprig;
+mod strconv;
 mod value;
 
-pub use fmt::{format_float, quote, sprint, sprintf};
+pub use fmt::{format_float, sprint, sprintf};
 pub use parse::ParseError;
+pub use strconv::quote;
 pub use value::{Bytes, Elem, Map, MapElem, Named, Value, lossy};
 
 /// A parsed template.

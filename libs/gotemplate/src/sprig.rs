@@ -16,8 +16,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use sha1::Digest as _;
 
-use crate::exec::{Func, Ty, any_list, f, fv};
 use crate::fmt;
+use crate::func::{Func, Ty, any_list, f, fv};
 use crate::parse::{go_f64_to_i64, parse_float};
 use crate::value::{Elem, Map, MapElem, Named, Value, decode_rune, runes};
 use crate::{duration, gotime, gourl};
@@ -97,7 +97,7 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
             let parts: Vec<Vec<u8>> = a
                 .iter()
                 .filter(|v| !matches!(v, Value::Invalid))
-                .map(|v| fmt::quote(&strval(v)).into_bytes())
+                .map(|v| crate::strconv::quote(&strval(v)).into_bytes())
                 .collect();
             Ok(Value::str(parts.join(&b' ')))
         }),
@@ -618,7 +618,7 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
         "mustToDate" => f(&[Str, Str], |a| {
             gotime::parse_in_local(bytes(&a[0]), bytes(&a[1]))
                 .map(time_value)
-                .ok_or_else(|| format!("parsing time {}", fmt::quote(bytes(&a[1]))))
+                .ok_or_else(|| format!("parsing time {}", crate::strconv::quote(bytes(&a[1]))))
         }),
         "unixEpoch" => f(&[Ty::Time], |a| {
             Ok(Value::str(time_of(&a[0]).secs.to_string()))
@@ -646,7 +646,7 @@ pub(crate) fn lookup(name: &str) -> Option<Func> {
             let u = gourl::parse(bytes(&a[0])).map_err(|e| {
                 format!(
                     "unable to parse url: parse {}: {e}",
-                    fmt::quote(bytes(&a[0]))
+                    crate::strconv::quote(bytes(&a[0]))
                 )
             })?;
             let mut m = Map::new();

@@ -2,6 +2,7 @@
 //! functions produce. Only the types that occur are modelled; each prints, compares and converts
 //! as the Go type does.
 
+pub(crate) use crate::strconv::{decode_rune, runes};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -346,34 +347,6 @@ pub fn lossy(bytes: &[u8]) -> String {
                 rest = &bad[1..];
             }
         }
-    }
-    out
-}
-
-/// Decodes one character of `s` as Go does: an invalid byte is U+FFFD of width 1.
-pub(crate) fn decode_rune(s: &[u8]) -> (char, usize) {
-    let n = match s.first() {
-        None => return ('\u{FFFD}', 0),
-        Some(b) if *b < 0x80 => return (*b as char, 1),
-        Some(b) if b >> 5 == 0b110 => 2,
-        Some(b) if b >> 4 == 0b1110 => 3,
-        Some(b) if b >> 3 == 0b11110 => 4,
-        Some(_) => return ('\u{FFFD}', 1),
-    };
-    match s.get(..n).and_then(|c| std::str::from_utf8(c).ok()) {
-        Some(c) => (c.chars().next().unwrap_or('\u{FFFD}'), n),
-        None => ('\u{FFFD}', 1),
-    }
-}
-
-/// The characters of `s` with their widths, as Go's `for range` over a string sees them.
-pub(crate) fn runes(s: &[u8]) -> Vec<(char, usize)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < s.len() {
-        let (c, n) = decode_rune(&s[i..]);
-        out.push((c, n));
-        i += n;
     }
     out
 }

@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use api::backups::{Backup, BackupArtifact, BackupStatus};
-use backup_runner::records::{Bucket, KEY_DATA};
 use backup_storage::catalog as record;
+use backup_storage::catalog_backup::{self as sealed, KEY_DATA};
 use backup_storage::s3::{S3Client, S3Config};
 use futures::StreamExt;
 use harness::{DaemonSpec, Harness};
@@ -139,11 +139,10 @@ async fn main() -> anyhow::Result<()> {
         total as f64 / baseline.as_secs_f64()
     );
 
-    let bucket = Bucket::new(s3.clone(), key.to_vec());
     let t = Instant::now();
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(created)
         .map(|mut b| {
-            let bucket = bucket.clone();
+            let s3 = s3.clone();
             async move {
                 let ns = b
                     .metadata
@@ -153,11 +152,8 @@ async fn main() -> anyhow::Result<()> {
                     .replace("base-", "sync-");
                 let name = b.metadata.name.clone().unwrap_or_default();
                 b.metadata.namespace = Some(ns.clone());
-                let (bytes, _) = bucket.seal(&b);
-                bucket
-                    .s3
-                    .put(&record::object_key(&ns, &name), bytes)
-                    .await?;
+                let (bytes, _) = sealed::seal(&key, &b);
+                s3.put(&record::object_key(&ns, &name), bytes).await?;
                 Ok(())
             }
         })
