@@ -226,8 +226,7 @@ impl Mirror {
                 problem: "no endpoint (and no --catalog-endpoint)".into(),
             });
         };
-        let bucket = String::from_utf8_lossy(&creds.bucket_name).into_owned();
-        if bucket.is_empty() {
+        if creds.bucket_name.is_empty() {
             return Err(MirrorError::Secret {
                 secret: shown,
                 problem: "no bucketName (flat key or BucketInfo)".into(),
@@ -240,14 +239,7 @@ impl Mirror {
             })?),
             None => None,
         };
-        let s3 = S3Client::new(S3Config {
-            endpoint,
-            bucket,
-            region: String::from_utf8_lossy(&creds.region).into_owned(),
-            access_key: String::from_utf8_lossy(&creds.access_key).into_owned(),
-            secret_key: String::from_utf8_lossy(&creds.secret_key).into_owned(),
-            ca_pem,
-        })?;
+        let s3 = S3Client::new(S3Config::for_source(&creds, endpoint, ca_pem))?;
         let key = ensure_key(&self.client, &self.key_secret.0, &self.key_secret.1).await?;
         Ok(Some(Bucket::new(s3, key)))
     }

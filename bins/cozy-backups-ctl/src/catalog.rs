@@ -136,8 +136,7 @@ async fn open_bucket(
             args.bucket_secret
         ),
     };
-    let bucket = String::from_utf8_lossy(&creds.bucket_name).into_owned();
-    if bucket.is_empty() {
+    if creds.bucket_name.is_empty() {
         anyhow::bail!("Secret {} names no bucket (bucketName)", args.bucket_secret);
     }
     let ca_pem = match &args.ca_file {
@@ -146,14 +145,7 @@ async fn open_bucket(
         }
         None => None,
     };
-    let s3 = S3Client::new(S3Config {
-        endpoint,
-        bucket,
-        region: String::from_utf8_lossy(&creds.region).into_owned(),
-        access_key: String::from_utf8_lossy(&creds.access_key).into_owned(),
-        secret_key: String::from_utf8_lossy(&creds.secret_key).into_owned(),
-        ca_pem,
-    })?;
+    let s3 = S3Client::new(S3Config::for_source(&creds, endpoint, ca_pem))?;
     let key = secret(client, &args.key_secret, "--key-secret")
         .await?
         .data

@@ -93,6 +93,26 @@ pub struct S3Config {
     pub ca_pem: Option<Vec<u8>>,
 }
 
+impl S3Config {
+    /// The configuration for the bucket a credentials Secret names (its bucket, region and keys,
+    /// as [`crate::credentials::parse_source`] read them), at `endpoint`, trusting `ca_pem`.
+    pub fn for_source(
+        creds: &crate::credentials::SourceCredentials,
+        endpoint: String,
+        ca_pem: Option<Vec<u8>>,
+    ) -> Self {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        S3Config {
+            endpoint,
+            bucket: text(&creds.bucket_name),
+            region: text(&creds.region),
+            access_key: text(&creds.access_key),
+            secret_key: text(&creds.secret_key),
+            ca_pem,
+        }
+    }
+}
+
 impl std::fmt::Debug for S3Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Config")
