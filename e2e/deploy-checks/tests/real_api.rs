@@ -278,12 +278,35 @@ fn versioned_kubectl(minor: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name} is not installed (the kubectl package has it)"))
 }
 
+/// kube-apiserver publishes a CRD's schema to `/openapi/v3` a moment after the CRD is
+/// `Established`, and `kubectl explain` reads it from there: wait until the group's document
+/// describes the BackupJob's spec, or fail after 60 s naming what was served.
+async fn backupjob_schema_published(h: &Harness) {
+    let path = "/openapi/v3/apis/backups.cozystack.io/v1alpha1";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut last = String::new();
+    loop {
+        let request = http::Request::get(path).body(Vec::new()).unwrap();
+        match h.client().request_text(request).await {
+            Ok(doc) if doc.contains("backupClassName") => return,
+            Ok(doc) => last = doc.chars().take(300).collect(),
+            Err(e) => last = e.to_string(),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path} did not describe the BackupJob within 60 s; last answer: {last}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_1_27_and_1_33_list_explain_and_apply_the_project_kinds() {
     let Some(mut h) = Harness::start_real_or_skip("kubectl").await else {
         return;
     };
     let ns = h.temp_namespace("kubectl").await.unwrap();
+    backupjob_schema_published(&h).await;
     // The documentation's BackupJob, in the test's namespace.
     let example =
         std::fs::read_to_string(harness::workspace_root().join("examples/backupjob.yaml"))
