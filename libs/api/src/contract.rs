@@ -51,6 +51,8 @@ pub mod labels {
     pub const SAFETY_BACKUP: &str = "backups.cozystack.io/safety-backup";
     /// Ours: the RestoreJob a safety backup was taken for.
     pub const SAFETY_BACKUP_FOR: &str = "backups.cozystack.io/safety-backup.RestoreJobName";
+    /// Ours: a catalog `Backup` re-created from its record in the bucket (value `"true"`).
+    pub const RESTORED_FROM_CATALOG: &str = "backups.cozystack.io/restored-from-catalog";
 }
 
 /// Annotations.

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::catalog::{self as record, Payload, Rejection};
 
 /// The label on a Backup re-created from its record.
-pub const RESTORED_LABEL: &str = "backups.cozystack.io/restored-from-catalog";
+pub const RESTORED_LABEL: &str = api::contract::labels::RESTORED_FROM_CATALOG;
 /// The annotation naming the record a Backup was last written as (a digest of the record's bytes,
 /// which reveals nothing of the key); absent means no record was written for it.
 pub const RECORD_ANNOTATION: &str = "backups.cozystack.io/catalog-record";

@@ -255,6 +255,24 @@ pub fn backup_failed(backup: &Backup) -> bool {
         .is_some_and(|p| p.to_ascii_lowercase().contains("fail"))
 }
 
+/// When a failed Backup's TTL starts: its creation, or for a Backup re-created from its catalog
+/// record (which a new cluster stamps with a new `creationTimestamp`) the moment it was taken, so
+/// that the sync does not give a failed Backup a second life. Never later than its creation.
+pub fn backup_failed_since(backup: &Backup) -> Option<DateTime<Utc>> {
+    let created = backup.metadata.creation_timestamp.as_ref().map(instant);
+    let restored = backup
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(api::contract::labels::RESTORED_FROM_CATALOG))
+        .is_some_and(|v| v == "true");
+    if !restored {
+        return created;
+    }
+    let taken = instant(&backup.spec.taken_at);
+    Some(created.map_or(taken, |c| c.min(taken)))
+}
+
 fn backup_ready(backup: &Backup) -> bool {
     backup.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phases::READY)
 }
@@ -562,11 +580,7 @@ fn failed(
             continue;
         }
         let name = name_of(&backup.metadata);
-        let time = backup
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, instant);
+        let time = backup_failed_since(backup).unwrap_or(now);
         let plan = plans
             .iter()
             .find(|p| attribution::backup_of(p, backup))

@@ -1028,6 +1028,42 @@ fn foundationdb_backup_is_stopped_when_only_failed_backups_remain() {
 }
 
 #[test]
+fn failed_backup_re_created_from_the_catalog_keeps_its_original_age() {
+    // A failed Backup taken three days ago comes back from its catalog record today: a new
+    // cluster stamps it with a new creationTimestamp, but its TTL counts from when it was taken.
+    // Without the label, the same object counts from its creation (a tenant's takenAt is not
+    // trusted to age its Backup).
+    let restored = |label: bool| {
+        let mut b = failed_backup("job-1", now(), "boom");
+        b.spec.taken_at = time(now() - Delta::days(3));
+        if label {
+            b.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(labels::RESTORED_FROM_CATALOG.into(), "true".into());
+        }
+        b
+    };
+    let config = Config {
+        failed_ttl: Some(Duration::from_secs(24 * 3600)),
+        ..Default::default()
+    };
+    let w = World {
+        backups: vec![restored(true)],
+        ..Default::default()
+    };
+    assert_eq!(
+        summary(&w.sweep(&config)),
+        vec![b("job-1", Delete, r::FAILED_BACKUP_EXPIRED)]
+    );
+    let w = World {
+        backups: vec![restored(false)],
+        ..Default::default()
+    };
+    assert_eq!(summary(&w.sweep(&config)), vec![]);
+}
+
+#[test]
 fn reasons_are_camel_case() {
     for reason in [
         r::RETENTION_EXPIRED,

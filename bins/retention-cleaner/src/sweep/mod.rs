@@ -270,7 +270,7 @@ fn account(sweep: &Sweep, objects: &Namespace, now: DateTime<Utc>, totals: &mut 
         .backups
         .iter()
         .filter(|b| retention::backup_failed(b))
-        .map(|b| created(b.meta()));
+        .map(retention::backup_failed_since);
     if let Some(oldest) = failed_jobs.chain(failed_backups).flatten().min() {
         let age = (now - oldest).num_milliseconds().max(0) as f64 / 1000.0;
         totals.oldest_failed_seconds = totals.oldest_failed_seconds.max(age);
@@ -319,7 +319,7 @@ fn next_expiry(
             .iter()
             .filter(|b| retention::backup_failed(b))
         {
-            next = earliest(next, after(created(b.meta()), ttl));
+            next = earliest(next, after(retention::backup_failed_since(b), ttl));
         }
     }
     for plan in &objects.plans {
