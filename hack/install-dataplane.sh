@@ -7,6 +7,9 @@ missing=()
 [[ -x /usr/lib/postgresql/15/bin/postgres && -x /usr/lib/postgresql/15/bin/psql ]] || missing+=(postgresql-15 postgresql-client-15)
 command -v barman-cloud-backup >/dev/null || missing+=(barman-cli-cloud)
 /usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
+# etcd 3.4 (server, etcdctl) for the etcd-operator simulator's real member, snapshot and restore.
+command -v etcd >/dev/null || missing+=(etcd-server)
+command -v etcdctl >/dev/null || missing+=(etcd-client)
 ((${#missing[@]} == 0)) && exit 0
 # shellcheck source=hack/lib/apt-install.sh
 source "$(dirname "$0")/lib/apt-install.sh"

@@ -24,8 +24,9 @@
 //!     │          ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
 //!     ├─ mariadb: mariadb-operator Backup and Restore ─► Complete condition (JobRunning ─►
 //!     │          JobComplete/JobFailed)
-//!     ├─ etcd:   EtcdCluster ─► Available (with bootstrap.restore: Restoring first);
-//!     │          EtcdSnapshot ─► Pending ─► Started ─► Complete/Failed
+//!     ├─ etcd:   EtcdCluster ─► (with s3: a real etcd member, restored from S3 first when it has
+//!     │          bootstrap.restore) ─► Available; EtcdSnapshot ─► Pending ─► Started ─►
+//!     │          (with s3: etcdctl snapshot save, uploaded) ─► Complete/Failed
 //!     └─ jobs:   the Job controller: batch/v1 Job (backup or restore) ─► started ─► Complete/Failed
 //! ```
 //!
@@ -51,6 +52,7 @@ pub mod cnpg;
 pub mod conditions;
 pub mod cosi;
 pub mod etcd;
+pub mod etcd_plane;
 pub mod flux;
 pub mod foundationdb;
 pub mod jobs;
@@ -202,6 +204,10 @@ pub struct Args {
     /// (`nobody` when it does not exist).
     #[arg(long, env = "PG_USER", default_value = "postgres")]
     pub pg_user: String,
+    /// etcd: directory of `etcd` and `etcdctl` (Debian's etcd-server and etcd-client), used when
+    /// the S3 server runs too (real members, snapshots and restores).
+    #[arg(long, env = "ETCD_BIN_DIR", default_value = "/usr/bin")]
+    pub etcd_bin_dir: std::path::PathBuf,
     /// CNPG: pause before a failed recovery is tried again in a new recovery pod.
     #[arg(long, env = "CNPG_RECOVERY_RETRY_MS", default_value_t = 2000)]
     pub cnpg_recovery_retry_ms: u64,
@@ -242,6 +248,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "pgBinDir": args.pg_bin_dir,
             "pgUser": args.pg_user,
             "cnpgRecoveryRetryMs": args.cnpg_recovery_retry_ms,
+            "etcdBinDir": args.etcd_bin_dir,
         }),
     )
     .await?;
@@ -266,6 +273,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None
     };
     let cnpg_registry = cnpg::Registry::default();
+    let etcd_registry = etcd::Registry::default();
     let mut tasks = tokio::task::JoinSet::new();
     let mut pg_root: Option<std::path::PathBuf> = None;
     for sim in &args.sims {
@@ -314,7 +322,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 tasks.spawn(mariadb::run(client.clone(), daemon.readiness.clone()));
             }
             Sim::Etcd => {
-                tasks.spawn(etcd::run(client.clone(), daemon.readiness.clone()));
+                // With the S3 server, EtcdClusters are real etcd members (stale ones died with
+                // the process that started them).
+                let plane = s3.as_ref().map(|s| {
+                    let root = data_dir.path().join("etcd");
+                    let _ = std::fs::remove_dir_all(&root);
+                    etcd_plane::Plane {
+                        root,
+                        bin_dir: args.etcd_bin_dir.clone(),
+                        ca_pem: std::fs::read(&s.endpoints().ca_file).ok(),
+                    }
+                });
+                tasks.spawn(etcd::run(
+                    client.clone(),
+                    etcd::Options { plane },
+                    etcd_registry.clone(),
+                    daemon.readiness.clone(),
+                ));
             }
             Sim::Jobs => {
                 tasks.spawn(jobs::run(client.clone(), daemon.readiness.clone()));
@@ -338,11 +362,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             // Stop every PostgreSQL before the tasks that watch them go away.
             cnpg_registry.stop_all().await;
+            etcd_registry.stop_all().await;
             tasks.abort_all();
             Ok(())
         })
         .await;
     let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
+    let _ = std::fs::remove_dir_all(data_dir.path().join("etcd"));
     // The temporary directory the instances used instead, when the data directory was private.
     if let Some(root) = pg_root {
         let _ = std::fs::remove_dir_all(root);
