@@ -195,13 +195,24 @@ async fn etcd_restores_in_place_fail_time_out_and_refuse_malformed_options() {
 
     // A snapshot the operator cannot restore, and a restore that never finishes: the deadline,
     // the HelmRelease resumed.
-    for (ns, reason) in [("tenant-b", "RestoreFailed"), ("tenant-c", "Restoring")] {
+    for (ns, reason, current) in [
+        (
+            "tenant-b",
+            "RestoreFailed",
+            "snapshot checksum mismatch".to_owned(),
+        ),
+        (
+            "tenant-c",
+            "Restoring",
+            format!("restoring members from snapshot {}", uris[2]),
+        ),
+    ] {
         assert_eq!(
             p.failed(ns, "restore").await,
             (
                 "RestoreFailed".to_owned(),
                 format!(
-                    "etcd-operator.cozystack.io/EtcdCluster {ns}/etcd did not become Available within 4s after recreation with bootstrap.restore (override via spec.options.restoreTimeoutSeconds)"
+                    "etcd-operator.cozystack.io/EtcdCluster {ns}/etcd did not become Available within 4s after recreation with bootstrap.restore (current Available condition: Available=False/{current}) (override via spec.options.restoreTimeoutSeconds)"
                 )
             )
         );

@@ -499,8 +499,9 @@ pub fn decide(o: &Observed<'_>) -> Step {
                 o,
                 release,
                 &format!(
-                    "etcd-operator.cozystack.io/EtcdCluster {cluster_name} did not become Available within {} after recreation with bootstrap.restore (override via spec.options.restoreTimeoutSeconds)",
-                    clock.limit()
+                    "etcd-operator.cozystack.io/EtcdCluster {cluster_name} did not become Available within {} after recreation with bootstrap.restore (current Available condition: {}) (override via spec.options.restoreTimeoutSeconds)",
+                    clock.limit(),
+                    driver::availability_summary(cluster)
                 ),
             );
         }
@@ -773,7 +774,7 @@ mod tests {
         assert!(!w.suspended());
         assert_eq!(
             w.ready().1,
-            "etcd-operator.cozystack.io/EtcdCluster t/etcd did not become Available within 2m0s after recreation with bootstrap.restore (override via spec.options.restoreTimeoutSeconds)"
+            "etcd-operator.cozystack.io/EtcdCluster t/etcd did not become Available within 2m0s after recreation with bootstrap.restore (current Available condition: Available=False/) (override via spec.options.restoreTimeoutSeconds)"
         );
         // Available wins over a passed deadline.
         let mut w = world();
