@@ -10,6 +10,7 @@ mod bad_input;
 mod cnpg;
 mod deploy;
 mod etcd;
+mod etcd_dataplane;
 mod failover;
 mod faults;
 mod foundationdb;

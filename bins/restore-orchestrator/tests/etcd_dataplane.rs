@@ -1,0 +1,304 @@
+//! End to end on the real data plane, Etcd: the simulated etcd-operator runs a real etcd member
+//! per EtcdCluster, saves snapshots with `etcdctl snapshot save` into the S3 server (TLS, dev CA)
+//! and restores `bootstrap.restore` sources with `etcdctl snapshot restore`; the real
+//! `strategy-renderer`, `credentials-projector`, `backup-runner` and `restore-orchestrator`
+//! binaries drive it through `cozy-default`.
+//!
+//! A tenant's key is backed up, changed, and restored in place: `etcdctl get` on the recreated
+//! member shows the backed-up value, and the Backup's artifact is the object in the bucket (its
+//! size and SHA-256). A snapshot corrupted in the bucket makes the restore fail with etcdctl's own
+//! words in the RestoreJob's message, and no member comes up empty.
+
+use std::path::PathBuf;
+
+use crate::dataplane::{READY, bin, condition, phase};
+
+use api::backups::{Backup, RestoreJob};
+use api::thirdparty::{apps, etcd, flux};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply};
+use harness::{DaemonSpec, Harness, eventually_within};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const NS: &str = "tenant-etcd";
+const ENDPOINT: &str = "operator-sims.cozy-backups.io/endpoint";
+
+struct Platform {
+    h: Harness,
+    dp: DataPlane,
+}
+
+impl Platform {
+    /// Emulator, the data plane with the etcd-operator simulator, renderer, projector, runner,
+    /// orchestrator; the tenant's Etcd application, its HelmRelease and its EtcdCluster.
+    async fn start() -> Platform {
+        let mut h = Harness::start().await.unwrap();
+        h.create_namespaces(&["tenant-root", "cozy-velero", "cozy-backup-controller", NS])
+            .await
+            .unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(h.client());
+        for crd in [
+            api::thirdparty::permissive_crd::<apps::Etcd>(true),
+            api::thirdparty::permissive_crd::<flux::HelmRelease>(true),
+        ] {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let dp = h
+            .spawn_dataplane("s3,cosi,etcd", &["--cosi-delay-ms=10"])
+            .await
+            .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
+                .args([format!("--endpoint={}", dp.http)]),
+            READY,
+        )
+        .await
+        .unwrap();
+        h.spawn_ready(
+            DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+                "--source-namespace=tenant-root".to_owned(),
+                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+                format!("--endpoint={}", dp.http),
+                "--region=us-east-1".to_owned(),
+                "--force-path-style=true".to_owned(),
+                "--system-namespaces=cozy-velero".to_owned(),
+            ]),
+            READY,
+        )
+        .await
+        .unwrap();
+        for daemon in ["backup-runner", "restore-orchestrator"] {
+            h.spawn_ready(DaemonSpec::new(daemon, bin(daemon)), READY)
+                .await
+                .unwrap();
+        }
+        apply(
+            &h.dynamic::<apps::Etcd>(NS),
+            json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Etcd",
+                   "metadata": {"name": "etcd", "namespace": NS}, "spec": {"replicas": 1}}),
+        )
+        .await;
+        apply(
+            &h.dynamic::<flux::HelmRelease>(NS),
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                   "metadata": {"name": "etcd", "namespace": NS},
+                   "spec": {"chart": {"spec": {"chart": "etcd"}}}}),
+        )
+        .await;
+        apply(
+            &h.dynamic::<etcd::EtcdCluster>(NS),
+            json!({"apiVersion": "etcd-operator.cozystack.io/v1alpha2", "kind": "EtcdCluster",
+                   "metadata": {"name": "etcd", "namespace": NS},
+                   "spec": {"replicas": 1, "storage": {"size": "1Gi"}}}),
+        )
+        .await;
+        Platform { h, dp }
+    }
+
+    /// The live EtcdCluster.
+    async fn cluster(&self) -> Option<Value> {
+        let c = self
+            .h
+            .dynamic::<etcd::EtcdCluster>(NS)
+            .get_opt("etcd")
+            .await
+            .ok()??;
+        serde_json::to_value(c).ok()
+    }
+
+    /// Waits for the live EtcdCluster to be Available and returns where its member listens (the
+    /// annotation on its client Service, owned by this very cluster).
+    async fn member(&self) -> String {
+        let services: Api<Service> = Api::namespaced(self.h.client(), NS);
+        eventually_within("EtcdCluster etcd Available", DATAPLANE_DEADLINE, || {
+            let services = services.clone();
+            async move {
+                let c = self.cluster().await?;
+                let available = c["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True");
+                let svc = services.get_opt("etcd-client").await.ok()??;
+                let owned = svc
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| Some(o.uid.as_str()) == c["metadata"]["uid"].as_str());
+                (available && owned).then_some(())?;
+                svc.metadata.annotations?.get(ENDPOINT).cloned()
+            }
+        })
+        .await
+    }
+
+    /// Backs the application up through `cozy-default`; returns the catalog Backup.
+    async fn backup(&self, name: &str) -> Backup {
+        let job = api::backups::BackupJob::test(name)
+            .for_app("Etcd", "etcd")
+            .class("cozy-default")
+            .build();
+        self.h.create(NS, &job).await;
+        let jobs: Api<api::backups::BackupJob> = Api::namespaced(self.h.client(), NS);
+        let done = eventually_within(
+            &format!("BackupJob {name} done"),
+            DATAPLANE_DEADLINE,
+            || {
+                let jobs = jobs.clone();
+                async move {
+                    let j = jobs.get(name).await.ok()?;
+                    j.status.as_ref()?.completed_at.as_ref()?;
+                    Some(j)
+                }
+            },
+        )
+        .await;
+        let status = done.status.unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+        Api::<Backup>::namespaced(self.h.client(), NS)
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    /// The file of an `s3://bucket/key` object in the S3 server's directory.
+    fn object_file(&self, uri: &str) -> PathBuf {
+        let rest = uri.strip_prefix("s3://").expect("an s3:// URI");
+        self.dp.data_dir.join("s3").join("buckets").join(rest)
+    }
+
+    /// Restores Backup `backup` in place; waits for a terminal phase.
+    async fn restore(&self, name: &str, backup: &str, options: Value) -> RestoreJob {
+        let job: RestoreJob = serde_json::from_value(json!({
+            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"backupRef": {"name": backup}, "options": options}}))
+        .unwrap();
+        let api: Api<RestoreJob> = Api::namespaced(self.h.client(), NS);
+        api.create(&PostParams::default(), &job).await.unwrap();
+        eventually_within(
+            &format!("RestoreJob {name} finished"),
+            DATAPLANE_DEADLINE,
+            || {
+                let api = api.clone();
+                async move {
+                    let j = api.get(name).await.ok()?;
+                    j.is_terminal().then_some(j)
+                }
+            },
+        )
+        .await
+    }
+}
+
+/// `etcdctl <args>` against `endpoint`; its stdout, trimmed.
+fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint])
+        .args(args)
+        .output()
+        .expect("etcdctl runs");
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn get(endpoint: &str, key: &str) -> String {
+    etcdctl(endpoint, &["get", key, "--print-value-only"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_dataplane_backs_up_to_s3_and_restores_in_place() {
+    let mut p = Platform::start().await;
+    let before = p.member().await;
+    etcdctl(&before, &["put", "greeting", "hello"]);
+
+    // The artifact is the object in the bucket: its size and SHA-256.
+    let backup = p.backup("nightly").await;
+    let artifact = backup.status.unwrap().artifact.unwrap();
+    let bytes = std::fs::read(p.object_file(&artifact.uri)).expect("the snapshot object");
+    assert_eq!(artifact.size_bytes, Some(bytes.len() as i64));
+    assert_eq!(
+        artifact.checksum.as_deref(),
+        Some(operator_sims::etcd_plane::checksum(&bytes).as_str())
+    );
+    assert!(
+        artifact.uri.ends_with(".db") && artifact.uri.contains(&format!("/{NS}/etcd/")),
+        "{}",
+        artifact.uri
+    );
+
+    etcdctl(&before, &["put", "greeting", "changed"]);
+    etcdctl(&before, &["put", "later", "x"]);
+    let job = p.restore("back", "nightly", json!(null)).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(condition(&job, "TargetPurged").1, "ClusterPurged");
+
+    // A new member (new cluster uid, new port) with the backed-up data.
+    let after = p.member().await;
+    assert_ne!(after, before);
+    assert_eq!(get(&after, "greeting"), "hello");
+    assert_eq!(get(&after, "later"), "", "written after the backup");
+    let cluster = p.cluster().await.unwrap();
+    assert_eq!(
+        cluster["spec"]["bootstrap"]["restore"]["source"]["s3"]["key"]
+            .as_str()
+            .map(|k| artifact.uri.ends_with(k)),
+        Some(true)
+    );
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_dataplane_a_corrupt_snapshot_fails_the_restore_with_etcdctls_words() {
+    let mut p = Platform::start().await;
+    let before = p.member().await;
+    etcdctl(&before, &["put", "greeting", "hello"]);
+    let backup = p.backup("nightly").await;
+    let uri = backup.status.unwrap().artifact.unwrap().uri;
+
+    // Flip bytes in the middle of the object: the file keeps its size, its embedded hash no
+    // longer matches.
+    let file = p.object_file(&uri);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 16] {
+        *b = !*b;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+
+    let job = p
+        .restore("back", "nightly", json!({"restoreTimeoutSeconds": 15}))
+        .await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let (_, reason, message) = condition(&job, "Ready");
+    assert_eq!(reason, "RestoreFailed");
+    assert!(
+        message.contains(
+            "(current Available condition: Available=False/etcdctl snapshot restore failed: Error: expected sha256"
+        ),
+        "{message}"
+    );
+    // The cluster says so, and no member came up empty.
+    let cluster = p.cluster().await.unwrap();
+    let available = &cluster["status"]["conditions"][0];
+    assert_eq!(available["reason"], "RestoreFailed");
+    let services: Api<Service> = Api::namespaced(p.h.client(), NS);
+    let svc = services.get_opt("etcd-client").await.unwrap();
+    assert!(
+        svc.is_none_or(|s| s
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|o| Some(o.uid.as_str()) != cluster["metadata"]["uid"].as_str())),
+        "no client Service for the failed cluster"
+    );
+    p.h.cleanup().await.unwrap();
+}
