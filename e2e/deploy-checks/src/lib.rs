@@ -17,6 +17,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+pub mod checks;
+
 /// The overlays an installation chooses from.
 pub const OVERLAYS: [&str; 2] = ["single-replica", "ha"];
 
@@ -58,6 +60,14 @@ pub enum Error {
         /// The kustomization directory.
         dir: String,
         /// The parser's message.
+        message: String,
+    },
+    /// `helm` failed or could not be run.
+    #[error("helm {args}: {message}")]
+    Helm {
+        /// helm's arguments.
+        args: String,
+        /// helm's error output.
         message: String,
     },
     /// A field of a Deployment is missing or of the wrong type.
@@ -108,11 +118,15 @@ pub fn render(dir: &Path) -> Result<Rendered, Error> {
             message: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
-    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    parse(String::from_utf8_lossy(&out.stdout).into_owned(), &shown)
+}
+
+/// Parses a stream of YAML documents (empty documents left out); `source` names it in errors.
+pub fn parse(yaml: String, source: &str) -> Result<Rendered, Error> {
     let mut objects = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&yaml) {
         let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Parse {
-            dir: shown.clone(),
+            dir: source.to_owned(),
             message: e.to_string(),
         })?;
         if !v.is_null() {
@@ -120,6 +134,102 @@ pub fn render(dir: &Path) -> Result<Rendered, Error> {
         }
     }
     Ok(Rendered { yaml, objects })
+}
+
+/// The Helm chart, `deploy/helm/cozy-backups`.
+pub fn chart_dir() -> PathBuf {
+    deploy_dir().join("helm").join("cozy-backups")
+}
+
+/// The helm version `hack/helm/go.mod` pins (`helm.sh/helm/v4`).
+pub fn helm_version() -> Option<String> {
+    let go_mod =
+        std::fs::read_to_string(harness::workspace_root().join("hack/helm/go.mod")).ok()?;
+    go_mod.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        let first = words.next()?;
+        let module = if first == "require" {
+            words.next()?
+        } else {
+            first
+        };
+        let version = words.next()?;
+        (module == "helm.sh/helm/v4" && version.starts_with('v')).then(|| version.to_owned())
+    })
+}
+
+/// The `helm` that `hack/install-helm.sh` built: `$COZY_HELM_BIN`, else
+/// `${COZY_HELM_CACHE:-~/.cache/cozy-backups/helm}/<version>/bin/helm`; `Err` says why there is
+/// none (the tests skip with that note).
+pub fn helm_bin() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("COZY_HELM_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    let version = helm_version().ok_or("hack/helm/go.mod pins no helm.sh/helm/v4 version")?;
+    let cache = match std::env::var_os("COZY_HELM_CACHE") {
+        Some(c) => PathBuf::from(c),
+        None => PathBuf::from(std::env::var_os("HOME").ok_or("HOME is not set")?)
+            .join(".cache/cozy-backups/helm"),
+    };
+    let bin = cache.join(version).join("bin/helm");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} is not built (hack/install-helm.sh builds it)",
+            bin.display()
+        ))
+    }
+}
+
+/// Runs `helm <args>` and returns its standard output.
+pub fn helm(bin: &Path, args: &[&str]) -> Result<String, Error> {
+    let shown = args.join(" ");
+    let out = Command::new(bin)
+        .args(args)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("cozy-backups-helm/cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("cozy-backups-helm/config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("cozy-backups-helm/data"),
+        )
+        .output()
+        .map_err(|e| Error::Helm {
+            args: shown.clone(),
+            message: format!("running {}: {e}", bin.display()),
+        })?;
+    if !out.status.success() {
+        return Err(Error::Helm {
+            args: shown,
+            message: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `helm template` of the chart with these extra arguments (`-f <file>`, `--set k=v`), parsed.
+pub fn helm_template(bin: &Path, extra: &[&str]) -> Result<Rendered, Error> {
+    let chart = chart_dir().display().to_string();
+    let mut args = vec![
+        "template",
+        "cozy-backups",
+        chart.as_str(),
+        "--namespace",
+        NAMESPACE,
+    ];
+    args.extend_from_slice(extra);
+    let yaml = helm(bin, &args)?;
+    parse(yaml, &format!("helm {}", args.join(" ")))
 }
 
 impl Rendered {

@@ -3,6 +3,7 @@
 //! below is a module; `cargo nextest run -p <package> <module>::` runs one of them.
 
 mod emulator;
+mod helm;
 mod platform;
 mod real_api;
 mod render;

@@ -284,7 +284,7 @@ fn versioned_kubectl(minor: &str) -> PathBuf {
 async fn backupjob_schema_published(h: &Harness) {
     let path = "/openapi/v3/apis/backups.cozystack.io/v1alpha1";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let mut last = String::new();
+    let mut last: String;
     loop {
         let request = http::Request::get(path).body(Vec::new()).unwrap();
         match h.client().request_text(request).await {

@@ -1,316 +1,38 @@
 //! Every overlay renders with `kubectl kustomize` into a complete, hardened installation, and each
 //! overlay has the shape it promises (replicas, lease endpoint, strategy, anti-affinity, budgets).
+//! The checks themselves are in `deploy_checks::checks`, shared with the Helm chart's (`helm.rs`).
 
-use deploy_checks::{
-    Container, DAEMONS, IMAGE_PREFIX, IMAGE_TAG, NAMESPACE, OVERLAYS, Rendered, env_value,
-    overlay_dir, render,
-};
-use serde_json::{Value, json};
-
-const LEASE_ENDPOINT: &str = "https://lease-server.cozy-backup-controller.svc:9090";
+use deploy_checks::{OVERLAYS, Rendered, checks, overlay_dir, render};
 
 fn rendered(overlay: &str) -> Rendered {
     render(&overlay_dir(overlay)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn deployments(r: &Rendered) -> Vec<&Value> {
-    r.objects("Deployment")
-}
-
-fn named<'a>(r: &'a Rendered, kind: &str, name: &str) -> &'a Value {
-    r.find(kind, name)
-        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
-}
-
 #[test]
 fn every_overlay_installs_the_crds_the_namespace_and_every_daemon() {
     for overlay in OVERLAYS {
-        let r = rendered(overlay);
-        let crds: Vec<&str> = r
-            .objects("CustomResourceDefinition")
-            .iter()
-            .map(|c| c["metadata"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(crds.len(), 13, "{overlay}: {crds:?}");
-        assert!(
-            crds.iter().all(|c| c.ends_with(".backups.cozystack.io")),
-            "{overlay}: only our own groups, never the platform's ApplicationDefinition: {crds:?}"
-        );
-        assert_eq!(
-            r.objects("Namespace")
-                .iter()
-                .map(|n| n["metadata"]["name"].as_str().unwrap())
-                .collect::<Vec<_>>(),
-            [NAMESPACE],
-            "{overlay}: the platform's namespaces are never created (nor deleted) from here"
-        );
-        for daemon in DAEMONS {
-            let d = named(&r, "Deployment", daemon);
-            let ns = d["metadata"]["namespace"].as_str().unwrap();
-            let sa = named(&r, "ServiceAccount", daemon);
-            assert_eq!(sa["metadata"]["namespace"], ns, "{overlay}/{daemon}");
-            assert_eq!(d["spec"]["template"]["spec"]["serviceAccountName"], daemon);
-            let pdb = named(&r, "PodDisruptionBudget", daemon);
-            assert_eq!(pdb["metadata"]["namespace"], ns, "{overlay}/{daemon}");
-            assert_eq!(
-                pdb["spec"]["selector"]["matchLabels"], d["spec"]["selector"]["matchLabels"],
-                "{overlay}/{daemon}: the budget covers the Deployment's pods"
-            );
-            assert!(
-                r.objects("Service")
-                    .iter()
-                    .any(|s| s["spec"]["selector"] == d["spec"]["selector"]["matchLabels"]),
-                "{overlay}/{daemon}: a Service exposes the admin port"
-            );
-            assert!(
-                r.objects("ClusterRoleBinding")
-                    .iter()
-                    .any(|b| b["subjects"][0]["name"] == daemon
-                        && b["subjects"][0]["namespace"] == ns),
-                "{overlay}/{daemon}: bound to its ClusterRole"
-            );
-        }
+        checks::installation(&rendered(overlay), overlay);
     }
 }
 
 #[test]
 fn every_pod_is_hardened_and_has_requests_and_limits() {
     for overlay in OVERLAYS {
-        let r = rendered(overlay);
-        for d in deployments(&r) {
-            let name = d["metadata"]["name"].as_str().unwrap();
-            let pod = &d["spec"]["template"]["spec"];
-            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
-            assert_eq!(
-                pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
-                "{name}"
-            );
-            assert!(
-                pod["securityContext"]["runAsUser"].as_u64().unwrap_or(0) > 0,
-                "{name}"
-            );
-            assert_eq!(
-                d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"],
-                "cozy-backups",
-                "{overlay}/{name}: the label the lease server's NetworkPolicy admits"
-            );
-            let containers = pod["containers"].as_array().unwrap();
-            assert_eq!(containers.len(), 1, "{name}");
-            let c = &containers[0];
-            assert_eq!(
-                c["securityContext"],
-                json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-                       "capabilities": {"drop": ["ALL"]}}),
-                "{overlay}/{name}"
-            );
-            for kind in ["requests", "limits"] {
-                for resource in ["cpu", "memory"] {
-                    assert!(
-                        c["resources"][kind][resource].is_string(),
-                        "{overlay}/{name}: resources.{kind}.{resource}"
-                    );
-                }
-            }
-            assert_eq!(
-                c["image"],
-                format!("{IMAGE_PREFIX}{name}:{IMAGE_TAG}"),
-                "{overlay}/{name}"
-            );
-            let container = Container::of(d).unwrap();
-            assert_eq!(container.binary, name);
-            assert_eq!(env_value(d, "ADMIN_ADDR"), Some("0.0.0.0:8080"), "{name}");
-            assert!(
-                c["ports"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|p| p["name"] == "admin" && p["containerPort"] == 8080),
-                "{overlay}/{name}: the admin port"
-            );
-        }
+        checks::hardened_pods(&rendered(overlay), overlay);
     }
 }
 
 #[test]
 fn single_replica_runs_one_replica_each_without_a_lease_server() {
-    let r = rendered("single-replica");
-    assert_eq!(deployments(&r).len(), DAEMONS.len());
-    for d in deployments(&r) {
-        let name = d["metadata"]["name"].as_str().unwrap();
-        assert_eq!(d["spec"]["replicas"], 1, "{name}");
-        assert_eq!(d["spec"]["strategy"], json!({"type": "Recreate"}), "{name}");
-        assert_eq!(env_value(d, "LEASE_ENDPOINT"), Some("none"), "{name}");
-        let budget = named(&r, "PodDisruptionBudget", name);
-        assert_eq!(
-            budget["spec"],
-            json!({"maxUnavailable": 1, "selector": d["spec"]["selector"]}),
-            "{name}: one replica must stay evictable, or a node never drains"
-        );
-    }
-    let lease_objects: Vec<String> = r
-        .objects
-        .iter()
-        .filter(|o| {
-            o["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("lease-server"))
-        })
-        .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
-        .collect();
-    assert!(lease_objects.is_empty(), "{lease_objects:?}");
-    assert!(r.objects("NetworkPolicy").is_empty());
+    checks::single_replica(&rendered("single-replica"), "single-replica");
 }
 
 #[test]
 fn ha_runs_two_replicas_each_on_the_lease_server_on_different_nodes() {
-    let r = rendered("ha");
-    let lease = named(&r, "Deployment", "lease-server");
-    assert_eq!(
-        lease["spec"]["replicas"], 1,
-        "leases live in one server's memory"
-    );
-    assert_eq!(lease["spec"]["strategy"]["type"], "Recreate");
-    assert_eq!(
-        named(&r, "PodDisruptionBudget", "lease-server")["spec"]["maxUnavailable"],
-        1
-    );
-    // The endpoint the daemons use is the lease server's Service, on its gRPC port.
-    let service = named(&r, "Service", "lease-server");
-    let (host, port) = LEASE_ENDPOINT
-        .trim_start_matches("https://")
-        .split_once(':')
-        .unwrap();
-    assert_eq!(
-        host,
-        format!(
-            "{}.{}.svc",
-            service["metadata"]["name"].as_str().unwrap(),
-            service["metadata"]["namespace"].as_str().unwrap()
-        )
-    );
-    assert_eq!(service["spec"]["ports"][0]["port"].to_string(), port);
-    assert_eq!(
-        env_value(lease, "GRPC_ADDR"),
-        Some(format!("0.0.0.0:{port}").as_str())
-    );
-    // TLS from the Secret lease-server-tls; the only cluster-wide permission is to review tokens.
-    let pod = &lease["spec"]["template"]["spec"];
-    assert_eq!(
-        pod["volumes"][0]["secret"]["secretName"],
-        "lease-server-tls"
-    );
-    let tls_dir = pod["containers"][0]["volumeMounts"][0]["mountPath"]
-        .as_str()
-        .unwrap();
-    assert_eq!(
-        env_value(lease, "TLS_CERT_FILE"),
-        Some(format!("{tls_dir}/tls.crt").as_str())
-    );
-    assert_eq!(
-        env_value(lease, "TLS_KEY_FILE"),
-        Some(format!("{tls_dir}/tls.key").as_str())
-    );
-    assert_eq!(env_value(lease, "INSECURE"), None);
-    let review = named(&r, "ClusterRole", "cozy-backups-lease-server-tokenreview");
-    assert_eq!(
-        review["rules"],
-        json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}])
-    );
-    for name in DAEMONS {
-        let d = named(&r, "Deployment", name);
-        assert_eq!(d["spec"]["replicas"], 2, "{name}");
-        assert_eq!(
-            d["spec"]["strategy"],
-            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
-            "{name}"
-        );
-        assert_eq!(
-            env_value(d, "LEASE_ENDPOINT"),
-            Some(LEASE_ENDPOINT),
-            "{name}"
-        );
-        // Authenticated: the CA and a token for the lease audience, from a projected volume.
-        let pod = &d["spec"]["template"]["spec"];
-        let mount = &pod["containers"][0]["volumeMounts"][0];
-        assert_eq!(mount["name"], "lease-credentials", "{name}");
-        let dir = mount["mountPath"].as_str().unwrap();
-        assert_eq!(
-            env_value(d, "LEASE_TOKEN_FILE"),
-            Some(format!("{dir}/token").as_str()),
-            "{name}"
-        );
-        assert_eq!(
-            env_value(d, "LEASE_CA_FILE"),
-            Some(format!("{dir}/ca.crt").as_str()),
-            "{name}"
-        );
-        let sources = &pod["volumes"][0]["projected"]["sources"];
-        assert_eq!(
-            sources[0]["serviceAccountToken"]["audience"],
-            env_value(lease, "TOKEN_AUDIENCE").unwrap(),
-            "{name}"
-        );
-        assert_eq!(sources[1]["configMap"]["name"], "lease-server-ca", "{name}");
-        let own = json!({"matchLabels": {"app.kubernetes.io/name": name}});
-        let anti = &d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
-        assert_eq!(
-            anti["requiredDuringSchedulingIgnoredDuringExecution"],
-            json!([{"topologyKey": "kubernetes.io/hostname", "labelSelector": own}]),
-            "{name}"
-        );
-        assert_eq!(
-            anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"],
-            "topology.kubernetes.io/zone",
-            "{name}"
-        );
-        let budget = named(&r, "PodDisruptionBudget", name);
-        assert_eq!(
-            budget["spec"],
-            json!({"minAvailable": 1, "selector": d["spec"]["selector"]}),
-            "{name}"
-        );
-    }
+    checks::ha(&rendered("ha"), "ha");
 }
 
 #[test]
 fn ha_admits_only_cozy_backups_pods_to_the_lease_server() {
-    let r = rendered("ha");
-    let policies = r.objects("NetworkPolicy");
-    assert_eq!(policies.len(), 1);
-    let p = policies[0];
-    assert_eq!(p["metadata"]["namespace"], NAMESPACE);
-    assert_eq!(
-        p["spec"]["podSelector"],
-        json!({"matchLabels": {"app.kubernetes.io/name": "lease-server"}})
-    );
-    assert_eq!(p["spec"]["policyTypes"], json!(["Ingress"]));
-    let ingress = p["spec"]["ingress"].as_array().unwrap();
-    assert_eq!(ingress.len(), 2);
-    // gRPC: only part-of=cozy-backups pods, in the namespaces the daemons run in.
-    assert_eq!(
-        ingress[0]["ports"],
-        json!([{"protocol": "TCP", "port": 9090}])
-    );
-    let from = &ingress[0]["from"];
-    assert_eq!(from.as_array().unwrap().len(), 1);
-    assert_eq!(
-        from[0]["podSelector"],
-        json!({"matchLabels": {"app.kubernetes.io/part-of": "cozy-backups"}})
-    );
-    let mut daemon_namespaces: Vec<Value> = DAEMONS
-        .iter()
-        .map(|d| named(&r, "Deployment", d)["metadata"]["namespace"].clone())
-        .collect();
-    daemon_namespaces.sort_by_key(|v| v.to_string());
-    daemon_namespaces.dedup();
-    assert_eq!(
-        from[0]["namespaceSelector"]["matchExpressions"],
-        json!([{"key": "kubernetes.io/metadata.name", "operator": "In",
-                "values": daemon_namespaces}])
-    );
-    // Admin (metrics): from any pod of the cluster.
-    assert_eq!(
-        ingress[1],
-        json!({"from": [{"namespaceSelector": {}}], "ports": [{"protocol": "TCP", "port": 8080}]})
-    );
+    checks::ha_network_policy(&rendered("ha"), "ha");
 }
