@@ -6,8 +6,9 @@
 //!
 //! A tenant's key is backed up, changed, and restored in place: `etcdctl get` on the recreated
 //! member shows the backed-up value, and the Backup's artifact is the object in the bucket (its
-//! size and SHA-256). A snapshot corrupted in the bucket makes the restore fail with etcdctl's own
-//! words in the RestoreJob's message, and no member comes up empty.
+//! size and SHA-256). An upload with keys the S3 server does not know fails the snapshot with S3's
+//! words; a snapshot corrupted in the bucket makes the restore fail with etcdctl's own words in the
+//! RestoreJob's message, and no member comes up empty.
 
 use std::path::PathBuf;
 
@@ -256,12 +257,54 @@ async fn etcd_dataplane_backs_up_to_s3_and_restores_in_place() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_dataplane_a_corrupt_snapshot_fails_the_restore_with_etcdctls_words() {
+async fn etcd_dataplane_refused_uploads_and_corrupt_snapshots_fail_with_the_tools_words() {
     let mut p = Platform::start().await;
     let before = p.member().await;
     etcdctl(&before, &["put", "greeting", "hello"]);
     let backup = p.backup("nightly").await;
     let uri = backup.status.unwrap().artifact.unwrap().uri;
+
+    // An upload the S3 server refuses (keys it does not know) fails the snapshot with its words.
+    p.h.create(
+        NS,
+        &api::test_util::source_secret(
+            "wrong-creds",
+            NS,
+            &[
+                ("AWS_ACCESS_KEY_ID", "AKIAUNKNOWN"),
+                ("AWS_SECRET_ACCESS_KEY", "not-the-secret"),
+            ],
+        ),
+    )
+    .await;
+    let snapshots = p.h.dynamic::<etcd::EtcdSnapshot>(NS);
+    let listed = snapshots.list(&Default::default()).await.unwrap();
+    let mut destination = listed.items[0].data["spec"]["destination"].clone();
+    destination["s3"]["credentialsSecretRef"] = json!({"name": "wrong-creds"});
+    apply(
+        &snapshots,
+        json!({"apiVersion": "etcd-operator.cozystack.io/v1alpha2", "kind": "EtcdSnapshot",
+               "metadata": {"name": "forged", "namespace": NS},
+               "spec": {"clusterRef": {"name": "etcd"}, "destination": destination}}),
+    )
+    .await;
+    let failed = eventually_within("EtcdSnapshot forged Failed", DATAPLANE_DEADLINE, || {
+        let snapshots = snapshots.clone();
+        async move {
+            let s = snapshots.get("forged").await.ok()?;
+            (s.data["status"]["phase"] == "Failed").then_some(s.data)
+        }
+    })
+    .await;
+    let ready = &failed["status"]["conditions"][0];
+    assert_eq!(ready["reason"], "JobFailed");
+    let message = ready["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("snapshot job failed: uploading the snapshot: S3 put ")
+            && message.ends_with("HTTP 403 InvalidAccessKeyId"),
+        "{message}"
+    );
+    assert!(!message.contains("not-the-secret"));
 
     // Flip bytes in the middle of the object: the file keeps its size, its embedded hash no
     // longer matches.
