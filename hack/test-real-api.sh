@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the real-API suites: named end-to-end tests of every daemon on kube-apiserver + etcd +
 # kube-controller-manager (COZY_E2E_API=real, docs/real-api.md) instead of the emulator.
-# Builds the control plane first when it is missing (hack/install-kube.sh).
+# Builds the control plane and helm first when they are missing (hack/install-kube.sh,
+# hack/install-helm.sh).
 #
 #   hack/test-real-api.sh            every suite
 #   hack/test-real-api.sh runner     the suites whose name contains "runner"
@@ -22,12 +23,16 @@ SUITES=(
   "lease-server TokenReview|lease-server|real_api::"
   "kubectl plugin status, window, backup, restore|cozy-backups-ctl|status::bad_input_is_named status::json_carries_every_field status::tables_match_the_golden_files window::prints_the_window_of_the_live_server_and_explains_a_missing_one jobs::backup_creates_a_job_and_waits_for_its_end jobs::restore_checks_the_window_before_creating_anything jobs::restore_errors_name_what_was_wrong kubectl_plugin::kubectl_runs_the_plugin"
   "deploy checks|deploy-checks|real_api::"
+  "Helm chart install, upgrade, uninstall|deploy-checks|helm::helm_installs_upgrades_and_uninstalls_on_kube_apiserver"
   "the backend itself and its differences from the emulator|harness|real_api::"
 )
 
 filter=${1:-}
 bin=$(hack/install-kube.sh | tail -n1)
 export COZY_KUBE_BIN=$bin COZY_E2E_API=real
+# The chart's suite runs the pinned helm (a no-op once built; hack/install-helm.sh).
+COZY_HELM_BIN=$(hack/install-helm.sh | tail -n1)
+export COZY_HELM_BIN HELM_REQUIRED=1
 
 failed=()
 for s in "${SUITES[@]}"; do

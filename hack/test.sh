@@ -7,7 +7,9 @@
 #   4. the images: every binary static, FROM scratch, run in its own root (skip with SKIP_IMAGES=1;
 #      skipped without root or buildah unless IMAGES_REQUIRED=1)
 #   5. doc tests, then every unit, integration and end-to-end test with cargo-nextest,
-#      ending with nextest's summary line.
+#      ending with nextest's summary line. The Helm chart's tests need the pinned helm
+#      (hack/install-helm.sh): built in the background from the start of the run, only when its
+#      cache lacks it, and waited for before the tests.
 #   5b. the real-API suites (hack/test-real-api.sh, docs/real-api.md): named end-to-end tests of
 #      every daemon on kube-apiserver + etcd; the control plane is built (hack/install-kube.sh) in
 #      the background from the start of the run, only when its cache lacks it (skip with
@@ -34,6 +36,12 @@ if [[ "${SKIP_REAL_API:-0}" != "1" ]]; then
   nice -n 10 hack/install-kube.sh >"$kube_build_log" 2>&1 &
   kube_build_pid=$!
 fi
+# helm, for the chart's tests (deploy/helm/cozy-backups): the same, a no-op once cached in
+# ~/.cache/cozy-backups/helm.
+helm_build_log="$(mktemp)"
+step "helm: building in the background when missing (log: $helm_build_log)"
+nice -n 10 hack/install-helm.sh >"$helm_build_log" 2>&1 &
+helm_build_pid=$!
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -66,6 +74,16 @@ fi
 step "doc tests"
 cargo test --workspace --doc --locked --quiet
 
+step "helm: waiting for hack/install-helm.sh"
+if ! wait "$helm_build_pid"; then
+  cat "$helm_build_log"
+  echo "hack/install-helm.sh failed" >&2
+  exit 1
+fi
+cat "$helm_build_log"
+COZY_HELM_BIN=$(tail -n1 "$helm_build_log")
+export COZY_HELM_BIN
+
 step "unit, integration and end-to-end tests"
 # Each harness records its daemons' requests here (target/rbac-usage/<component>/; the real-API
 # suites below add theirs as real.*.jsonl); start empty so that the report below sees this run only.
@@ -73,7 +91,7 @@ rm -rf "${CARGO_TARGET_DIR:-target}/rbac-usage"
 # Library, binary and test targets; the benchmark examples are compiled by clippy above, not
 # linked again here. The output is kept so that nextest's summary line can end the run.
 nextest_out="$(mktemp)"
-trap 'rm -f "$nextest_out" "$kube_build_log"' EXIT
+trap 'rm -f "$nextest_out" "$kube_build_log" "$helm_build_log"' EXIT
 set +e
 cargo nextest run --workspace --lib --bins --tests --locked --profile "${NEXTEST_PROFILE:-default}" \
   2>&1 | tee "$nextest_out"

@@ -1,5 +1,6 @@
 //! The Helm chart `deploy/helm/cozy-backups` (docs/helm.md), with the helm that
-//! `hack/install-helm.sh` builds; every test that runs helm skips with a note when it is not built.
+//! `hack/install-helm.sh` builds; every test that runs helm skips with a note when it is not built
+//! (and fails instead with `HELM_REQUIRED=1`, as in CI).
 //!
 //! * `helm lint --strict` over the values matrix;
 //! * with its defaults the chart renders exactly the objects of `kubectl kustomize
@@ -36,6 +37,9 @@ const HELM_LABELS: [&str; 4] = [
 fn helm_or_skip(test: &str) -> Option<PathBuf> {
     match helm_bin() {
         Ok(bin) => Some(bin),
+        Err(why) if std::env::var("HELM_REQUIRED").as_deref() == Ok("1") => {
+            panic!("{test}: HELM_REQUIRED=1 but {why}")
+        }
         Err(why) => {
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
