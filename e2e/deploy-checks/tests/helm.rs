@@ -698,3 +698,35 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
         "no ClusterRole left"
     );
 }
+
+#[test]
+fn the_flux_example_installs_into_the_control_planes_namespace_and_its_values_render() {
+    let Some(helm) = helm_or_skip("the_flux_example_values_render") else {
+        return;
+    };
+    let example = harness::workspace_root().join("examples/helmrelease.yaml");
+    let release: Value = serde_yaml::from_str(&std::fs::read_to_string(&example).unwrap()).unwrap();
+    assert_eq!(release["kind"], "HelmRelease");
+    assert_eq!(release["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(release["spec"]["targetNamespace"], NAMESPACE);
+    let values = values_file(
+        "flux-example.yaml",
+        &serde_yaml::to_string(&release["spec"]["values"]).unwrap(),
+    );
+    let r = template(&helm, &["-f", &values.display().to_string()]);
+    checks::hardened_pods(&r, "the Flux example");
+    checks::ha(&r, "the Flux example");
+    checks::ha_network_policy(&r, "the Flux example");
+    assert!(
+        r.objects("CustomResourceDefinition").is_empty(),
+        "crds.install: false"
+    );
+    assert!(r.objects("Namespace").is_empty(), "namespace.create: false");
+    assert!(r.find("Secret", "lease-server-tls").is_some());
+    assert!(r.find("PodMonitor", "cozy-backups").is_some());
+    assert_eq!(
+        renderer_config(&r),
+        renderer_config(&template(&helm, &[])),
+        "the example carries upstream's defaults"
+    );
+}
