@@ -486,4 +486,57 @@ mod tests {
             "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
+
+    /// A member starts on loopback, serves, and leaves neither a process nor its directory behind
+    /// when stopped (Debian's etcd-server and etcd-client, as `hack/install-dataplane.sh` installs).
+    #[tokio::test]
+    async fn a_member_serves_and_stopping_it_leaves_nothing() {
+        let root = std::env::temp_dir().join(format!("etcd-plane-test-{}", std::process::id()));
+        let plane = Plane {
+            root: root.clone(),
+            bin_dir: PathBuf::from("/usr/bin"),
+            ca_pem: None,
+        };
+        // Never called: the member does not restore.
+        let kube = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+            .unwrap();
+        let spec = MemberSpec {
+            ns: "t".into(),
+            name: "etcd".into(),
+            uid: "u1".into(),
+            restore: None,
+        };
+        let member = Member::start(&plane, &kube, &spec).await.unwrap();
+        let endpoint = member.endpoint.clone();
+        plane
+            .etcdctl("put", &["--endpoints", &endpoint, "put", "k", "v"])
+            .await
+            .unwrap();
+        let got = plane
+            .etcdctl(
+                "get",
+                &["--endpoints", &endpoint, "get", "k", "--print-value-only"],
+            )
+            .await
+            .unwrap();
+        assert_eq!(got.trim(), "v");
+        let pid = member.child.id().unwrap();
+        let dir = member.dir.clone();
+        assert!(dir.join("data").is_dir());
+        member.stop().await;
+        assert!(!dir.exists(), "the member's directory is removed");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "etcd is gone"
+        );
+        let refused = plane
+            .etcdctl(
+                "get",
+                &["--endpoints", &endpoint, "--command-timeout=1s", "get", "k"],
+            )
+            .await
+            .unwrap_err();
+        assert!(refused.starts_with("etcdctl get failed: "), "{refused}");
+        let _ = std::fs::remove_dir_all(root);
+    }
 }
