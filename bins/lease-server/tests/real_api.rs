@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use harness::{DaemonSpec, Harness, LEASE_AUDIENCE, SecureLeaseServer};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use lease::{ClientOptions, LeaseClient, Security};
 use tonic::Code;
 
@@ -108,5 +110,30 @@ async fn callers_are_authenticated_by_kube_apiserver_token_reviews() {
             && r.succeeded()),
         "{reviews:?}"
     );
+
+    // A restart reads the epoch ConfigMap and writes it back advanced (its `update`, by name):
+    // the epoch every token of the new run carries. Callers are granted again after the quiet
+    // period.
+    let epoch_before = epoch(&h).await;
+    h.restart("lease-server", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        epoch(&h).await,
+        epoch_before + 1,
+        "the restart advanced the epoch"
+    );
+    harness::eventually("alpha/Thing/ns/b granted after the restart", || {
+        let (server, alpha) = (&server, &alpha);
+        async move { (attempt(server, alpha, "alpha/Thing/ns/b").await == Code::Ok).then_some(()) }
+    })
+    .await;
     h.cleanup().await.unwrap();
+}
+
+/// The epoch the lease server keeps in its ConfigMap, read as the harness's admin.
+async fn epoch(h: &Harness) -> u64 {
+    let cms: Api<ConfigMap> = Api::namespaced(h.client(), "cozy-backup-controller");
+    let cm = cms.get("lease-server-epoch").await.unwrap();
+    cm.data.unwrap()["epoch"].parse().unwrap()
 }
