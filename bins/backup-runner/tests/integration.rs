@@ -13,6 +13,7 @@ mod cnpg;
 mod deploy;
 mod disaster_recovery;
 mod etcd;
+mod every_driver;
 mod failover;
 mod faults;
 mod foundationdb;

@@ -313,7 +313,7 @@ pub const NOTEBOOK: &str = "Notebook";
 
 /// Permissive CRDs for the application kinds of these tests (on a real cluster the aggregated
 /// cozystack-api serves them).
-async fn install_app_crds(h: &Harness) {
+pub async fn install_app_crds(h: &Harness) {
     use api::thirdparty::{apps, permissive_crd};
     let mut crds = vec![
         permissive_crd::<apps::MariaDB>(true),
