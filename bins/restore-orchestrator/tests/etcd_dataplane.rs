@@ -8,7 +8,8 @@
 //! member shows the backed-up value, and the Backup's artifact is the object in the bucket (its
 //! size and SHA-256). An upload with keys the S3 server does not know fails the snapshot with S3's
 //! words; a snapshot corrupted in the bucket makes the restore fail with etcdctl's own words in the
-//! RestoreJob's message, and no member comes up empty.
+//! RestoreJob's message, and no member comes up empty; a snapshot missing from the bucket fails the
+//! same way.
 
 use std::path::PathBuf;
 
@@ -341,6 +342,25 @@ async fn etcd_dataplane_refused_uploads_and_corrupt_snapshots_fail_with_the_tool
             .flatten()
             .all(|o| Some(o.uid.as_str()) != cluster["metadata"]["uid"].as_str())),
         "no client Service for the failed cluster"
+    );
+
+    // The object gone from the bucket: the next restore fails the same way, with S3's answer.
+    std::fs::remove_file(&file).unwrap();
+    let job = p
+        .restore("again", "nightly", json!({"restoreTimeoutSeconds": 15}))
+        .await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let message = condition(&job, "Ready").2;
+    assert!(
+        message.contains(&format!(
+            "(current Available condition: Available=False/snapshot {uri} not found)"
+        )),
+        "{message}"
+    );
+    let cluster = p.cluster().await.unwrap();
+    assert_eq!(
+        cluster["status"]["conditions"][0]["reason"],
+        "RestoreFailed"
     );
     p.h.cleanup().await.unwrap();
 }
