@@ -563,7 +563,15 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
     let chart = chart_dir().display().to_string();
     // As Flux installs it in Cozystack: the release in cozy-backup-controller, created for it.
     // The harness applied the CRDs already (as another owner would have): the release adopts them.
-    let base = ["--namespace", NAMESPACE, "--set", "namespace.create=false"];
+    // The lease server's TLS issued by the chart: issued once, kept by every upgrade.
+    let base = [
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "namespace.create=false",
+        "--set",
+        "leaseServer.tls.generate=true",
+    ];
     let mut install = vec![
         "install",
         "cozy-backups",
@@ -573,7 +581,7 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
     ];
     install.extend_from_slice(&base);
     helm_on(&h, &helm, &install);
-    let installed = template(&helm, &["--set", "namespace.create=false"]);
+    let installed = template(&helm, &base[2..]);
     let mut want: Vec<String> = installed.objects.iter().map(id).collect();
     want.sort();
     let mut have = existing(&h, &installed);
@@ -608,7 +616,37 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
         ),
     );
 
-    // Upgrade: another region, three runners, and single-replica mode (the lease server goes).
+    // Upgrade with another region: the generated certificate and CA stay as they were.
+    let tls = |h: &Harness| {
+        let secret = get(h, &["-n", NAMESPACE, "secret", "lease-server-tls"]);
+        let ca = get(h, &["-n", "cozy-system", "configmap", "lease-server-ca"]);
+        (secret["data"].clone(), ca["data"]["ca.crt"].clone())
+    };
+    let issued = tls(&h);
+    assert!(
+        issued.0["tls.crt"].is_string() && issued.1.is_string(),
+        "{issued:?}"
+    );
+    let mut upgrade = vec![
+        "upgrade",
+        "cozy-backups",
+        chart.as_str(),
+        "--set",
+        "backupStorage.region=eu-west-1",
+    ];
+    upgrade.extend_from_slice(&base);
+    helm_on(&h, &helm, &upgrade);
+    assert_eq!(tls(&h), issued, "an upgrade keeps the issued TLS");
+    let projector = get(
+        &h,
+        &["-n", NAMESPACE, "deployment", "credentials-projector"],
+    );
+    assert_eq!(
+        env_value(&projector, "BACKUP_STORAGE_REGION"),
+        Some("eu-west-1")
+    );
+
+    // Upgrade again: three runners, and single-replica mode (the lease server goes).
     let mut upgrade = vec![
         "upgrade",
         "cozy-backups",
@@ -654,7 +692,11 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
         &helm,
         &["history", "cozy-backups", "--namespace", NAMESPACE],
     );
-    assert!(history.lines().count() >= 3, "{history}");
+    assert_eq!(
+        history.lines().count(),
+        4,
+        "a header and three revisions: {history}"
+    );
 
     // Uninstall: the daemons and their RBAC go; the CRDs (and so the Backups) and the namespace stay.
     helm_on(
