@@ -6,14 +6,16 @@
 //! * with its defaults the chart renders exactly the objects of `kubectl kustomize
 //!   deploy/overlays/ha` (and with `mode: single-replica` those of that overlay), compared as parsed
 //!   objects, apart from the Helm labels and the `helm.sh/resource-policy: keep` annotation that
-//!   docs/helm.md lists;
+//!   docs/helm.md lists; with monitoring on, it adds exactly the objects of deploy/monitoring;
 //! * every case of the values matrix (defaults, external S3, ha, single replica, monitoring on and
 //!   off, generated lease TLS) renders and passes the checks the overlays pass
 //!   (`deploy_checks::checks`);
 //! * a values file with upstream's backupstrategy-controller defaults renders the defaults;
 //! * the chart's copies of the CRDs and of deploy/monitoring are the files under deploy/;
-//! * on kube-apiserver (the real-API backend): install, upgrade with changed values, uninstall, and
-//!   what the uninstall leaves (the CRDs, the Backups, the namespace).
+//! * the values of examples/helmrelease.yaml (Flux) render and pass the checks;
+//! * on kube-apiserver (the real-API backend): install, upgrades with changed values (the
+//!   chart-issued lease TLS kept), uninstall, and what the uninstall leaves (the CRDs, the Backups,
+//!   the namespace).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -175,6 +177,31 @@ fn the_defaults_render_the_ha_overlay_and_single_replica_its_overlay() {
         &template(&helm, &["--set", "mode=single-replica"]),
         &render(&overlay_dir("single-replica")).unwrap(),
         "mode=single-replica vs deploy/overlays/single-replica",
+    );
+}
+
+#[test]
+fn monitoring_renders_the_objects_of_deploy_monitoring() {
+    let Some(helm) = helm_or_skip("monitoring_renders_the_objects_of_deploy_monitoring") else {
+        return;
+    };
+    let on = template(&helm, &["--set", "monitoring.enabled=true"]);
+    let monitoring = Rendered {
+        yaml: String::new(),
+        objects: on
+            .objects
+            .iter()
+            .filter(|o| {
+                matches!(o["kind"].as_str(), Some("PodMonitor" | "PrometheusRule"))
+                    || o["metadata"]["name"] == "cozy-backups-dashboard"
+            })
+            .cloned()
+            .collect(),
+    };
+    assert_same_objects(
+        &monitoring,
+        &render(&deploy_dir().join("monitoring")).unwrap(),
+        "monitoring.enabled=true vs deploy/monitoring",
     );
 }
 
