@@ -10,6 +10,9 @@ command -v barman-cloud-backup >/dev/null || missing+=(barman-cli-cloud)
 # etcd 3.4 (server, etcdctl) for the etcd-operator simulator's real member, snapshot and restore.
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v etcdctl >/dev/null || missing+=(etcd-client)
+# MariaDB 10.11 (mariadbd, mariadb-install-db, mariadb, mariadb-dump) for the mariadb-operator simulator.
+[[ -x /usr/sbin/mariadbd && -x /usr/bin/mariadb-install-db ]] || missing+=(mariadb-server)
+[[ -x /usr/bin/mariadb && -x /usr/bin/mariadb-dump ]] || missing+=(mariadb-client)
 ((${#missing[@]} == 0)) && exit 0
 # shellcheck source=hack/lib/apt-install.sh
 source "$(dirname "$0")/lib/apt-install.sh"
