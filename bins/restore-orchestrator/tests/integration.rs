@@ -17,4 +17,5 @@ mod foundationdb;
 mod job;
 mod mariadb;
 mod mongodb;
+mod mariadb_dataplane;
 mod velero;

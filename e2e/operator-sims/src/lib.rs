@@ -23,7 +23,8 @@
 //!     ├─ cnpg:   Cluster ─► a real PostgreSQL (or a recovery from barman-cloud), PVCs, Pods, Secrets;
 //!     │          ObjectStore + plugin entry ─► WAL archiving; plugin Backup ─► barman-cloud-backup
 //!     ├─ mariadb: mariadb-operator Backup and Restore ─► Complete condition (JobRunning ─►
-//!     │          JobComplete/JobFailed)
+//!     │          JobComplete/JobFailed); with s3: MariaDB ─► a real mariadbd, Backup ─►
+//!     │          mariadb-dump uploaded, Restore ─► the dump replayed with mariadb
 //!     ├─ etcd:   EtcdCluster ─► (with s3: a real etcd member, restored from S3 first when it has
 //!     │          bootstrap.restore) ─► Available; EtcdSnapshot ─► Pending ─► Started ─►
 //!     │          (with s3: etcdctl snapshot save, uploaded) ─► Complete/Failed
@@ -57,6 +58,7 @@ pub mod flux;
 pub mod foundationdb;
 pub mod jobs;
 pub mod mariadb;
+pub mod mysqld;
 pub mod pg;
 pub mod podlog;
 pub mod psmdb;
@@ -273,6 +275,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None
     };
     let cnpg_registry = cnpg::Registry::default();
+    let mariadb_registry = mariadb::Registry::default();
     let etcd_registry = etcd::Registry::default();
     let mut tasks = tokio::task::JoinSet::new();
     let mut pg_root: Option<std::path::PathBuf> = None;
@@ -319,7 +322,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 tasks.spawn(flux::run(client.clone(), daemon.readiness.clone()));
             }
             Sim::Mariadb => {
-                tasks.spawn(mariadb::run(client.clone(), daemon.readiness.clone()));
+                // With the S3 server, every MariaDB is a real server (stale ones died with the
+                // process that started them).
+                let plane = s3.as_ref().map(|s| {
+                    let root = data_dir.path().join("mariadb");
+                    let _ = std::fs::remove_dir_all(&root);
+                    mariadb::Plane {
+                        root,
+                        default_ca: Some(s.endpoints().ca_file.clone()),
+                    }
+                });
+                tasks.spawn(mariadb::run(
+                    client.clone(),
+                    daemon.readiness.clone(),
+                    plane,
+                    mariadb_registry.clone(),
+                ));
             }
             Sim::Etcd => {
                 // With the S3 server, EtcdClusters are real etcd members (stale ones died with
@@ -362,6 +380,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             // Stop every PostgreSQL before the tasks that watch them go away.
             cnpg_registry.stop_all().await;
+            mariadb_registry.stop_all().await;
             etcd_registry.stop_all().await;
             tasks.abort_all();
             Ok(())
@@ -369,6 +388,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await;
     let _ = std::fs::remove_dir_all(data_dir.path().join("pg"));
     let _ = std::fs::remove_dir_all(data_dir.path().join("etcd"));
+    let _ = std::fs::remove_dir_all(data_dir.path().join("mariadb"));
     // The temporary directory the instances used instead, when the data directory was private.
     if let Some(root) = pg_root {
         let _ = std::fs::remove_dir_all(root);

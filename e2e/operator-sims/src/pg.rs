@@ -148,7 +148,7 @@ pub const SUPERVISE: &str = r#"trap 'kill -KILL 0' TERM; "$@" & wait $!"#;
 impl Toolchain {
     /// `program` under [`SUPERVISE`] in a process group of its own, as the unprivileged user;
     /// arguments added to the command go to `program`.
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
+    pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
         let mut cmd = self.with_environment(dying_with_parent("/bin/sh", "TERM"), home);
         cmd.args(["-c", SUPERVISE, "sh"])
             .arg(program)
@@ -157,7 +157,7 @@ impl Toolchain {
     }
 
     /// `command` with the instance's environment, as the unprivileged user, killed when dropped.
-    fn with_environment(&self, mut cmd: Command, home: &Path) -> Command {
+    pub(crate) fn with_environment(&self, mut cmd: Command, home: &Path) -> Command {
         cmd.env("HOME", home)
             .env("TZ", "UTC")
             .env("LC_ALL", "C.UTF-8")
@@ -177,7 +177,7 @@ impl Toolchain {
     /// Runs a command of [`Self::command`] to completion; a failure carries the tail of its
     /// stderr. When this future is dropped before the command ends (its instance stopped, the
     /// simulator shutting down), the command's whole process group is killed.
-    async fn run(&self, mut cmd: Command, name: &str) -> Result<String, Error> {
+    pub(crate) async fn run(&self, mut cmd: Command, name: &str) -> Result<String, Error> {
         let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
