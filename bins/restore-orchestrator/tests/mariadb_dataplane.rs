@@ -1,0 +1,393 @@
+//! End to end over the real data plane, MariaDB: the simulated mariadb-operator runs a real
+//! `mariadbd` per operator `MariaDB`, its Backup runs `mariadb-dump` and uploads the dump to the
+//! project's S3 server over TLS, and its Restore replays the dump with `mariadb`. Driven through
+//! the real strategy-renderer, credentials-projector, backup-runner and restore-orchestrator on
+//! the platform's `cozy-default` class: the dump is an object in the bucket, the rows come back
+//! (into a copy and in place), and a dump uploaded with a wrong secret key fails the BackupJob
+//! with the S3 server's refusal.
+
+use std::time::Duration;
+
+use api::backups::BackupJob;
+use api::thirdparty::{apps, mariadb};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply};
+use harness::{DaemonSpec, Harness, eventually_within};
+use kube::api::{Api, PostParams};
+use kube::core::ApiResource;
+use serde_json::json;
+
+use crate::support;
+
+const TENANT: &str = "tenant-acme";
+const READY: Duration = Duration::from_secs(60);
+
+fn bin(name: &str) -> std::path::PathBuf {
+    harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The emulator, the data plane with the mariadb simulator, the renderer, the projector, the
+/// runner and the orchestrator.
+async fn start() -> (support::Platform, DataPlane) {
+    let mut h = Harness::start().await.unwrap();
+    h.create_namespaces(&[
+        "tenant-root",
+        "cozy-velero",
+        "cozy-backup-controller",
+        TENANT,
+    ])
+    .await
+    .unwrap();
+    Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(h.client())
+        .create(
+            &PostParams::default(),
+            &api::thirdparty::permissive_crd::<apps::MariaDB>(true),
+        )
+        .await
+        .unwrap();
+    let dp = h
+        .spawn_dataplane("s3,cosi,mariadb", &["--cosi-delay-ms=10"])
+        .await
+        .unwrap();
+    h.spawn_ready(
+        DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
+            .args([format!("--endpoint={}", dp.http)]),
+        READY,
+    )
+    .await
+    .unwrap();
+    h.spawn_ready(
+        DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
+            "--source-namespace=tenant-root".to_owned(),
+            "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+            format!("--endpoint={}", dp.http),
+            "--region=us-east-1".to_owned(),
+            "--force-path-style=true".to_owned(),
+            "--system-namespaces=cozy-velero".to_owned(),
+        ]),
+        READY,
+    )
+    .await
+    .unwrap();
+    for name in ["backup-runner", "restore-orchestrator"] {
+        h.spawn_ready(DaemonSpec::new(name, bin(name)), READY)
+            .await
+            .unwrap();
+    }
+    (support::Platform { h }, dp)
+}
+
+/// Applies the operator MariaDB the chart renders for application `name`, with `annotations`.
+async fn apply_server(p: &support::Platform, name: &str, annotations: serde_json::Value) {
+    let server = format!("mariadb-{name}");
+    apply(
+        &p.h.dynamic::<mariadb::MariaDB>(TENANT),
+        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+               "metadata": {"name": server, "namespace": TENANT, "annotations": annotations},
+               "spec": {"replicas": 1,
+                        "rootPasswordSecretKeyRef": {"name": format!("{server}-credentials"), "key": "root"}}}),
+    )
+    .await;
+}
+
+/// MariaDB application `name` and the operator MariaDB its chart renders; returns the server's
+/// connection once it accepts connections.
+async fn mariadb_app(p: &support::Platform, name: &str) -> Conn {
+    p.app::<apps::MariaDB>(name, json!({"replicas": 1})).await;
+    apply_server(p, name, json!({})).await;
+    let server = format!("mariadb-{name}");
+    let servers = p.h.dynamic::<mariadb::MariaDB>(TENANT);
+    eventually_within(
+        &format!("MariaDB {server} Ready"),
+        DATAPLANE_DEADLINE,
+        || {
+            let servers = servers.clone();
+            let server = server.clone();
+            async move {
+                let s = servers.get_opt(&server).await.ok()??;
+                let ready = s.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                ready.then_some(())
+            }
+        },
+    )
+    .await;
+    let secret =
+        p.h.secret_data(TENANT, &format!("{server}-credentials"))
+            .await
+            .expect("the connection Secret");
+    Conn {
+        host: secret["host"].clone(),
+        port: secret["port"].clone(),
+        password: secret["root"].clone(),
+    }
+}
+
+/// Where a server listens and its root password, as its Secret says.
+struct Conn {
+    host: String,
+    port: String,
+    password: String,
+}
+
+impl Conn {
+    /// Runs SQL with the `mariadb` client over TCP as root (the password in the environment,
+    /// never in argv); panics with the client's message on failure.
+    fn sql(&self, sql: &str) -> String {
+        let out = std::process::Command::new("mariadb")
+            .env("MYSQL_PWD", &self.password)
+            .args([
+                "--no-defaults",
+                "--protocol=tcp",
+                "-h",
+                &self.host,
+                "-P",
+                &self.port,
+                "-u",
+                "root",
+                "--batch",
+                "--skip-column-names",
+                "-e",
+                sql,
+            ])
+            .output()
+            .expect("mariadb");
+        assert!(
+            out.status.success(),
+            "mariadb {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn rows(&self) -> String {
+        self.sql("SELECT GROUP_CONCAT(item ORDER BY id) FROM shop.orders")
+    }
+}
+
+/// The objects under `prefix` in the platform bucket, as files of the S3 server.
+fn objects(dp: &DataPlane, prefix: &str) -> Vec<std::path::PathBuf> {
+    let buckets = dp.data_dir.join("s3").join("buckets");
+    let mut found = Vec::new();
+    for bucket in std::fs::read_dir(&buckets).into_iter().flatten().flatten() {
+        let dir = bucket.path().join(prefix);
+        for f in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if f.path().is_file() {
+                found.push(f.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Waits for BackupJob `name` to end and returns it.
+async fn finished(p: &support::Platform, name: &str) -> BackupJob {
+    let jobs: Api<BackupJob> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within(
+        &format!("BackupJob {name} finished"),
+        DATAPLANE_DEADLINE,
+        || {
+            let jobs = jobs.clone();
+            async move {
+                let j = jobs.get_opt(name).await.ok()??;
+                api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
+    let (p, dp) = start().await;
+    let shop = mariadb_app(&p, "shop").await;
+    let copy = mariadb_app(&p, "shop-copy").await;
+    shop.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY, item text);
+         INSERT INTO shop.orders VALUES (1, 'apples'), (2, 'pears'), (3, 'plums')",
+    );
+
+    // The backup: a gzip dump of the server, an object under the application's prefix.
+    let backup = p
+        .backup(TENANT, "nightly", "MariaDB", "shop", "cozy-default")
+        .await;
+    let dumps = objects(&dp, "tenant-acme/shop");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let name = dumps[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("backup.") && name.ends_with(".gzip.sql"),
+        "{name}"
+    );
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(&dumps[0])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let sql = String::from_utf8_lossy(&out.stdout);
+    assert!(sql.contains("INSERT INTO `orders` VALUES"), "{sql}");
+    assert!(sql.contains("'plums'"), "{sql}");
+    let operator = &backup.spec.driver_metadata.as_ref().unwrap()["k8s.mariadb.com/backup-name"];
+    let condition = p
+        .get(
+            &ApiResource::erase::<mariadb::Backup>(&()),
+            Some(TENANT),
+            operator,
+        )
+        .await
+        .unwrap()["status"]["conditions"][0]
+        .clone();
+    assert_eq!(
+        (condition["status"].as_str(), condition["reason"].as_str()),
+        (Some("True"), Some("JobComplete"))
+    );
+
+    // A row written after the backup, then a restore into the copy: the backed-up rows only.
+    shop.sql("INSERT INTO shop.orders VALUES (4, 'later')");
+    p.restore(
+        TENANT,
+        "to-copy",
+        "nightly",
+        Some(("MariaDB", "shop-copy")),
+        serde_json::Value::Null,
+    )
+    .await;
+    p.succeeded(TENANT, "to-copy").await;
+    assert_eq!(copy.rows(), "apples,pears,plums");
+    assert_eq!(
+        shop.rows(),
+        "apples,pears,plums,later",
+        "the source untouched"
+    );
+
+    // In place: the later row is gone.
+    p.restore(TENANT, "in-place", "nightly", None, serde_json::Value::Null)
+        .await;
+    p.succeeded(TENANT, "in-place").await;
+    assert_eq!(shop.rows(), "apples,pears,plums");
+    let mut p = p;
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_dump_with_a_wrong_secret_key_fails_with_the_s3_refusal() {
+    let (p, dp) = start().await;
+    let _shop = mariadb_app(&p, "shop").await;
+    // A strategy like the platform's, but reading the secret key from a Secret that holds a
+    // wrong one.
+    let strategies = Api::<kube::api::DynamicObject>::all_with(
+        p.h.client(),
+        &ApiResource::erase::<api::strategy::MariaDB>(&()),
+    );
+    let platform = eventually_within("cozy-default-mariadb", READY, || {
+        let strategies = strategies.clone();
+        async move { strategies.get_opt("cozy-default-mariadb").await.ok()? }
+    })
+    .await;
+    let mut template = platform.data["spec"]["template"].clone();
+    template["storage"]["s3"]["secretAccessKeySecretKeyRef"] =
+        json!({"name": "wrong-s3-key", "key": "AWS_SECRET_ACCESS_KEY"});
+    p.strategy(
+        &ApiResource::erase::<api::strategy::MariaDB>(&()),
+        "wrong-key",
+        template,
+    )
+    .await;
+    p.class("wrong-key", "MariaDB", "MariaDB", "wrong-key", &[])
+        .await;
+    let wrong = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("wrong-s3-key".into()),
+            namespace: Some(TENANT.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "AWS_SECRET_ACCESS_KEY".to_owned(),
+                k8s_openapi::ByteString(b"not-the-secret-key-0000".to_vec()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    p.h.create(TENANT, &wrong).await;
+    let job = BackupJob::test("bad-key")
+        .for_app("MariaDB", "shop")
+        .class("wrong-key")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let status = finished(&p, "bad-key").await.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"), "{status:?}");
+    // The upload's refusal, in the words the operator's Job would log: the object and S3's code.
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.starts_with("S3 put tenant-acme/shop/backup.")
+            && message.ends_with(".gzip.sql: HTTP 403 SignatureDoesNotMatch"),
+        "{message}"
+    );
+    let operator =
+        p.h.dynamic::<mariadb::Backup>(TENANT)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items;
+    assert_eq!(operator.len(), 1);
+    let complete = &operator[0].data["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &complete["status"],
+            &complete["reason"],
+            &complete["message"]
+        ),
+        (&json!("True"), &json!("JobFailed"), &json!(message)),
+        "what the operator writes for a Job out of retries"
+    );
+    assert!(objects(&dp, "tenant-acme/shop").is_empty());
+    let mut p = p;
+    p.h.cleanup().await.unwrap();
+}
+
+/// The backup-runner SIGKILLed while the operator Backup is `JobRunning` (held there by the hang
+/// control) and restarted: the job adopts the operator Backup it created, the dump runs once when
+/// the hold is released, and the bucket holds exactly one dump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_runner_killed_mid_backup_leaves_exactly_one_dump() {
+    let (mut p, dp) = start().await;
+    let shop = mariadb_app(&p, "shop").await;
+    shop.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY, item text);
+         INSERT INTO shop.orders VALUES (1, 'apples')",
+    );
+    apply_server(&p, "shop", json!({support::HANG: "true"})).await;
+    let job = BackupJob::test("killed")
+        .for_app("MariaDB", "shop")
+        .class("cozy-default")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let backups = p.h.dynamic::<mariadb::Backup>(TENANT);
+    eventually_within("the operator Backup JobRunning", DATAPLANE_DEADLINE, || {
+        let backups = backups.clone();
+        async move {
+            let list = backups.list(&Default::default()).await.ok()?.items;
+            list.iter()
+                .any(|b| b.data["status"]["conditions"][0]["reason"] == "JobRunning")
+                .then_some(())
+        }
+    })
+    .await;
+    p.h.kill("backup-runner").await.unwrap();
+    p.h.restart("backup-runner", READY).await.unwrap();
+    apply_server(&p, "shop", json!({support::HANG: "false"})).await;
+    let status = finished(&p, "killed").await.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+    assert_eq!(
+        backups.list(&Default::default()).await.unwrap().items.len(),
+        1,
+        "one operator Backup"
+    );
+    let dumps = objects(&dp, "tenant-acme/shop");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    p.h.cleanup().await.unwrap();
+}
