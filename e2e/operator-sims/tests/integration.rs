@@ -6,5 +6,6 @@ mod common;
 
 mod dataplane;
 mod flux;
+mod mariadb_dataplane;
 mod s3;
 mod sims;
