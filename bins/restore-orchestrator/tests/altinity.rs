@@ -17,12 +17,12 @@ fn jobs() -> ApiResource {
     ApiResource::erase::<Job>(&())
 }
 
-fn strategies() -> ApiResource {
+pub(crate) fn strategies() -> ApiResource {
     ApiResource::erase::<api::strategy::Altinity>(&())
 }
 
 /// A clickhouse-backup client pod, with pod `annotations`.
-fn template(annotations: Value) -> Value {
+pub(crate) fn template(annotations: Value) -> Value {
     json!({
         "metadata": {"annotations": annotations},
         "spec": {"containers": [{"name": "client", "image": "curlimages/curl:8.5.0", "args": [

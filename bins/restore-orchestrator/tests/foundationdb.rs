@@ -17,7 +17,7 @@ fn restores() -> ApiResource {
 }
 
 /// The platform's FoundationDB strategy (the agents read the projected `cozy-backups-creds`).
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     json!({
         "blobStoreConfiguration": {
             "accountName": "seaweedfs-s3.tenant-root.svc:8333",
@@ -41,7 +41,7 @@ fn template() -> Value {
 }
 
 /// FoundationDB application `name` and the cluster its chart renders, with `annotations`.
-async fn foundationdb(p: &Platform, name: &str, annotations: Value) {
+pub(crate) async fn foundationdb(p: &Platform, name: &str, annotations: Value) {
     p.app::<apps::FoundationDB>(name, json!({"replicas": 3}))
         .await;
     p.apply(

@@ -14,9 +14,9 @@ use kube::core::ApiResource;
 use serde_json::{Value, json};
 use support::{FAIL_RESTORE, HANG_RESTORE, Platform, TENANT, crd, ready};
 
-const NOTEBOOK: &str = "Notebook";
+pub(crate) const NOTEBOOK: &str = "Notebook";
 
-fn notebooks() -> ApiResource {
+pub(crate) fn notebooks() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("apps.cozystack.io", "v1alpha1", NOTEBOOK),
         "notebooks",
@@ -28,7 +28,7 @@ fn jobs() -> ApiResource {
 }
 
 /// A pod template reading every key of the restore context, with pod `annotations`.
-fn template(annotations: Value) -> Value {
+pub(crate) fn template(annotations: Value) -> Value {
     json!({
         "metadata": {"annotations": annotations},
         "spec": {"containers": [{"name": "tool", "image": "backup-tool:test", "args": [

@@ -17,7 +17,7 @@ fn restores() -> ApiResource {
 }
 
 /// MongoDB application `name` and the Percona cluster its chart renders, with `annotations`.
-async fn mongodb(p: &Platform, name: &str, annotations: Value) {
+pub(crate) async fn mongodb(p: &Platform, name: &str, annotations: Value) {
     p.app::<apps::MongoDB>(name, json!({"replicas": 3, "backup": {"enabled": true}}))
         .await;
     let s3 = json!({"bucket": "bucket-cozy-backups", "prefix": format!("{TENANT}/{name}"),

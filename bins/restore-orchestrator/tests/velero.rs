@@ -21,22 +21,22 @@ const VELERO_NS: &str = "cozy-velero";
 const COPY_NS: &str = "tenant-copy";
 const BUSY_NS: &str = "tenant-busy";
 
-fn restores() -> ApiResource {
+pub(crate) fn restores() -> ApiResource {
     ApiResource::erase::<velero::Restore>(&())
 }
 
-fn releases() -> ApiResource {
+pub(crate) fn releases() -> ApiResource {
     ApiResource::erase::<flux::HelmRelease>(&())
 }
 
-fn vms() -> ApiResource {
+pub(crate) fn vms() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
         "virtualmachines",
     )
 }
 
-fn vmis() -> ApiResource {
+pub(crate) fn vmis() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
         "virtualmachineinstances",
@@ -59,7 +59,7 @@ fn pvs() -> ApiResource {
 }
 
 /// The platform's Velero strategy for `prefix` (`vm-instance` or `vm-disk`).
-fn template(prefix: &str, resources: &[&str]) -> Value {
+pub(crate) fn template(prefix: &str, resources: &[&str]) -> Value {
     let selectors = json!([
         {"matchLabels": {"app.kubernetes.io/instance": format!("{prefix}-{{{{ .Application.metadata.name }}}}")}},
         {"matchLabels": {
@@ -85,14 +85,14 @@ fn template(prefix: &str, resources: &[&str]) -> Value {
     })
 }
 
-fn release(ns: &str, name: &str) -> Value {
+pub(crate) fn release(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
            "metadata": {"name": name, "namespace": ns}, "spec": {"chart": {"spec": {"chart": name}}}})
 }
 
 /// VMInstance `web` with disk `web-root` and what its charts and KubeVirt/CDI run: the two
 /// HelmReleases, the VM and its instance, the DataVolume and its PVC bound to a PV.
-async fn vm(p: &Platform) {
+pub(crate) async fn vm(p: &Platform) {
     p.app_of(
         &ApiResource::erase::<apps::VMDisk>(&()),
         TENANT,
