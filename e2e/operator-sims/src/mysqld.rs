@@ -231,7 +231,12 @@ impl Server {
             .iter()
             .map(|h| format!("ALTER USER 'root'@'{h}' IDENTIFIED BY {pw};"))
             .collect::<String>();
-        sql_with(&server.dir, &bootstrap, &set).await?;
+        // Through a 0600 file, not `-e`: the password stays out of every command line.
+        let script = server.dir.root.join("set-password.sql");
+        write_private(&script, &set)?;
+        let result = source(&server.dir, &bootstrap, &script).await;
+        let _ = std::fs::remove_file(&script);
+        result?;
         let _ = std::fs::remove_file(&bootstrap);
         write_private(
             &server.dir.client_cnf(),
@@ -285,6 +290,19 @@ async fn sql_with(dir: &ServerDir, cnf: &Path, sql: &str) -> Result<String, Erro
     cmd.arg(format!("--defaults-extra-file={}", cnf.display()))
         .args(["--batch", "--skip-column-names", "-e", sql]);
     tc.run(cmd, "mariadb").await.map(|s| s.trim().to_owned())
+}
+
+/// Pipes the SQL file `script` into `mariadb` (client options from `cnf`).
+async fn source(dir: &ServerDir, cnf: &Path, script: &Path) -> Result<(), Error> {
+    let tc = toolchain();
+    // The supervising shell runs the command in the background, where stdin is /dev/null: the
+    // file is redirected inside.
+    let mut cmd = tc.command("/bin/sh", &dir.root);
+    cmd.args(["-c", r#"f=$1; shift; exec "$@" < "$f""#, "sh"])
+        .arg(script)
+        .arg(CLIENT)
+        .arg(format!("--defaults-extra-file={}", cnf.display()));
+    tc.run(cmd, "mariadb").await.map(|_| ())
 }
 
 /// The compression of a Backup (`spec.compression`): `none` when empty.
@@ -449,17 +467,7 @@ pub async fn replay(server: &ServerDir, job: &Path, key: &str, bytes: &[u8]) -> 
             tc.run(cmd, program).await?;
         }
     }
-    // The supervising shell runs the command in the background, where stdin is /dev/null: the
-    // dump is redirected inside.
-    let mut cmd = tc.command("/bin/sh", &server.root);
-    cmd.args(["-c", r#"f=$1; shift; exec "$@" < "$f""#, "sh"])
-        .arg(&plain)
-        .arg(CLIENT)
-        .arg(format!(
-            "--defaults-extra-file={}",
-            server.client_cnf().display()
-        ));
-    tc.run(cmd, "mariadb").await.map(|_| ())
+    source(server, &server.client_cnf(), &plain).await
 }
 
 /// Every key under `prefix`.
