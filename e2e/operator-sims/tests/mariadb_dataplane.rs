@@ -2,7 +2,8 @@
 //! its Secret; Backup options reach `mariadb-dump` (`databases`, `compression` bzip2 and none);
 //! `maxRetention` prunes older dumps under the prefix; a dump the tool refuses ends
 //! `Complete=True/JobFailed` with its words; a Restore from the Backup's storage brings the rows
-//! back; a deleted MariaDB's server stops and its directory goes.
+//! back; a deleted MariaDB's server stops and its directory goes; no server outlives a SIGKILLed
+//! simulator.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -263,5 +264,30 @@ async fn mariadb_dump_options_retention_failures_restore_and_teardown() {
             .then_some(())
     })
     .await;
+    h.cleanup().await.unwrap();
+}
+
+/// No `mariadbd` outlives a simulator that is SIGKILLed: the kernel ends it (`--pdeathsig`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_mariadb_server_outlives_a_killed_simulator() {
+    let mut h = Harness::start().await.unwrap();
+    let ns = h.temp_namespace("mariadb").await.unwrap();
+    let data_dir = spawn_sims(&mut h, "s3,mariadb", &[]).await;
+    let servers = api::<MariaDB>(&h, &ns);
+    apply(
+        &servers,
+        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+               "metadata": {"name": "mariadb-db"}, "spec": {"replicas": 1}}),
+    )
+    .await;
+    eventually("MariaDB Ready", || async {
+        let s = get(&servers, "mariadb-db").await?;
+        (s["status"]["conditions"][0]["reason"] == "StatefulSetReady").then_some(())
+    })
+    .await;
+    let root = data_dir.join("mariadb");
+    assert!(!crate::common::processes_under(&root).is_empty());
+    h.kill("operator-sims").await.unwrap();
+    crate::common::no_processes_under("no mariadbd left", &root).await;
     h.cleanup().await.unwrap();
 }
