@@ -3,8 +3,9 @@
 //! project's S3 server over TLS, and its Restore replays the dump with `mariadb`. Driven through
 //! the real strategy-renderer, credentials-projector, backup-runner and restore-orchestrator on
 //! the platform's `cozy-default` class: the dump is an object in the bucket, the rows come back
-//! (into a copy and in place), and a dump uploaded with a wrong secret key fails the BackupJob
-//! with the S3 server's refusal.
+//! (into a copy and in place), a restore whose dump is gone from the bucket fails with the Job's
+//! words, and a dump uploaded with a wrong secret key fails the BackupJob with the S3 server's
+//! refusal.
 
 use std::time::Duration;
 
@@ -266,6 +267,18 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
     p.restore(TENANT, "in-place", "nightly", None, serde_json::Value::Null)
         .await;
     p.succeeded(TENANT, "in-place").await;
+    assert_eq!(shop.rows(), "apples,pears,plums");
+
+    // The dump gone from the bucket: the restore Job finds nothing and the RestoreJob fails with
+    // its words; the server keeps its rows.
+    std::fs::remove_file(&dumps[0]).unwrap();
+    p.restore(TENANT, "no-dump", "nightly", None, serde_json::Value::Null)
+        .await;
+    let (_, message) = p.failed(TENANT, "no-dump").await;
+    assert!(
+        message.contains("no backup files found under \"tenant-acme/shop/\""),
+        "{message}"
+    );
     assert_eq!(shop.rows(), "apples,pears,plums");
     let mut p = p;
     p.h.cleanup().await.unwrap();
