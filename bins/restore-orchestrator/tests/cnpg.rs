@@ -195,6 +195,30 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
     let job = p.terminal("in-place-3", DATAPLANE_DEADLINE).await;
     assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
     assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between,again");
+
+    // A safety backup is kept for the retention, then its catalog entry is deleted (an
+    // orchestrator with a 1 s retention: the one of the first in-place restore goes).
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.spawn_ready(
+        DaemonSpec::new("restore-orchestrator-short", bin("restore-orchestrator"))
+            .args(["--safety-backup-retention=1s"]),
+        READY,
+    )
+    .await
+    .unwrap();
+    let catalog: Api<Backup> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within("the expired safety backup deleted", READY, || {
+        let catalog = catalog.clone();
+        async move {
+            catalog
+                .get_opt("in-place-1-safety")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     let _ = &p.dp;
     p.h.cleanup().await.unwrap();
