@@ -14,7 +14,7 @@ use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::contract::{event_reasons as reasons, labels};
-use api::thirdparty::{cnpg, etcd, fdb, mariadb, percona, permissive_crd, velero};
+use api::thirdparty::{barman, cnpg, etcd, fdb, mariadb, percona, permissive_crd, velero};
 use chrono::{Duration, Utc};
 use harness::{Audit, eventually, until};
 use kube::api::{Api, DynamicObject};
@@ -291,8 +291,17 @@ async fn a_zero_ttl_keeps_failed_ones_listed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_last_keeps_exactly_the_newest() {
-    let mut h = start(vec![]).await;
+    let mut h = start(vec![permissive_crd::<barman::ObjectStore>(true)]).await;
     plan(&h, "nightly", Some(keep_last(3))).await;
+    // The ObjectStore of the Plan's CNPG Cluster, barman's retention shorter than the kept
+    // Backups need.
+    create_dynamic::<barman::ObjectStore>(
+        &h,
+        json!({"apiVersion": "barmancloud.cnpg.io/v1", "kind": "ObjectStore",
+               "metadata": {"name": "postgres-db", "namespace": NS},
+               "spec": {"retentionPolicy": "1d"}}),
+    )
+    .await;
     let names = ok_backups(&h, "nightly", 10).await;
     spawn_cleaner(&mut h, &[]).await;
 
@@ -322,6 +331,19 @@ async fn keep_last_keeps_exactly_the_newest() {
         catalog_deletes(&h.audit()),
         deleted.into_iter().collect::<Vec<_>>()
     );
+    // barman's retention reaches back to the oldest kept Backup (3 h old: one day, and one of
+    // margin), the floor recorded beside it.
+    until("the ObjectStore's retention raised to 2d", || async {
+        let store = dynamic::<barman::ObjectStore>(&h)
+            .get("postgres-db")
+            .await
+            .unwrap();
+        store.data["spec"]["retentionPolicy"] == "2d"
+            && store.metadata.annotations.unwrap_or_default()
+                [api::contract::annotations::RETENTION_FLOOR]
+                == "2d"
+    })
+    .await;
     assert_rbac(&h);
 }
 
