@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 # name | package | test filters (substrings of test names, as cargo test takes them)
 SUITES=(
-  "renderer bootstrap and drift|strategy-renderer|e2e::bootstrap_renders_everything_once_the_bucket_is_bound e2e::drift_is_reverted_at_once"
+  "renderer bootstrap, drift, configuration changes|strategy-renderer|e2e::bootstrap_renders_everything_once_the_bucket_is_bound e2e::drift_is_reverted_at_once e2e::configuration_changes_prune_and_rerender e2e::an_invalid_configuration_keeps_the_last_good_render"
   "projector projection and rotation|credentials-projector|projection::stale_keys_go_foreign_keys_stay_and_an_unchanged_source_writes_nothing rotation::rotation_reaches_every_copy_and_a_killed_projector_converges least_privilege::"
   "runner CNPG backup, a Plan slot, every other driver once|backup-runner|cnpg::the_seed_backupjob_succeeds_with_its_base_backup_in_the_bucket plans::due_slots_create_upstreams_job_once_or_are_forbidden every_driver::every_driver_backs_up_once_and_deleting_backups_cleans_up_upstream"
   "restorer CNPG PITR into a copy and in place, every other driver once|restore-orchestrator|cnpg::the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_backup every_driver::every_driver_restores_once"
