@@ -276,7 +276,7 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
         .await;
     let (_, message) = p.failed(TENANT, "no-dump").await;
     assert!(
-        message.contains("no backup files found under \"tenant-acme/shop/\""),
+        message.contains("no valid backup files were found under \"tenant-acme/shop/\""),
         "{message}"
     );
     assert_eq!(shop.rows(), "apples,pears,plums");

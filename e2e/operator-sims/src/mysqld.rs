@@ -529,7 +529,7 @@ pub async fn fetch_latest(
         .map(|(_, k)| k)
         .ok_or_else(|| {
             format!(
-                "no backup files found under {:?} before {}",
+                "no valid backup files were found under {:?} before {}",
                 prefix,
                 target.format("%Y-%m-%dT%H:%M:%SZ")
             )
