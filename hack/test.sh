@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> [%d s] %s\n' "$SECONDS" "$*"; }
 
 step "tools: PostgreSQL 15, barman-cloud, buildah (installed when missing)"
 hack/install-dataplane.sh
