@@ -364,3 +364,168 @@ async fn etcd_dataplane_refused_uploads_and_corrupt_snapshots_fail_with_the_tool
     );
     p.h.cleanup().await.unwrap();
 }
+
+/// Sets `annotations` on object `name` of `api` (a merge patch, so the spec stays as it is).
+async fn annotate(api: &Api<kube::api::DynamicObject>, name: &str, annotations: Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("annotating {name}: {e}"));
+}
+
+/// Successful deletes of EtcdCluster `etcd`, and creates of EtcdClusters, by the orchestrator.
+fn orchestrator_writes(p: &Platform) -> (usize, usize) {
+    let audit = p.h.audit();
+    let ours = |r: &&harness::audit::Request| {
+        r.group == "etcd-operator.cozystack.io" && r.user_agent.starts_with("restore-orchestrator/")
+    };
+    let deletes = audit
+        .writes(Some("delete"), "etcdclusters", Some(NS), Some("etcd"))
+        .filter(ours)
+        .count();
+    let creates = audit
+        .writes(Some("create"), "etcdclusters", Some(NS), None)
+        .filter(ours)
+        .count();
+    (deletes, creates)
+}
+
+/// The restore-orchestrator SIGKILLed while the recreated cluster is `Restoring` (held there by
+/// the hang-restore control on the source snapshot, while the member restores underneath) and
+/// restarted: the restore converges on that very cluster (same uid), purged and created once, and
+/// `etcdctl get` shows the backed-up value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_dataplane_orchestrator_killed_mid_restore_converges_to_one_cluster() {
+    let mut p = Platform::start().await;
+    let before = p.member().await;
+    etcdctl(&before, &["put", "greeting", "hello"]);
+    p.backup("nightly").await;
+    etcdctl(&before, &["put", "greeting", "changed"]);
+    let snapshots = p.h.dynamic::<etcd::EtcdSnapshot>(NS);
+    let snapshot = snapshots.list(&Default::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    annotate(
+        &snapshots,
+        &snapshot,
+        json!({crate::support::HANG_RESTORE: "true"}),
+    )
+    .await;
+    let old_uid = p.cluster().await.unwrap()["metadata"]["uid"].clone();
+
+    let job: RestoreJob = serde_json::from_value(json!({
+        "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
+        "metadata": {"name": "back", "namespace": NS},
+        "spec": {"backupRef": {"name": "nightly"}}}))
+    .unwrap();
+    let jobs: Api<RestoreJob> = Api::namespaced(p.h.client(), NS);
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let restoring = eventually_within(
+        "the new EtcdCluster Restoring",
+        DATAPLANE_DEADLINE,
+        || async {
+            let c = p.cluster().await?;
+            (c["metadata"]["uid"] != old_uid
+                && c["status"]["conditions"][0]["reason"] == "Restoring")
+                .then(|| c["metadata"]["uid"].clone())
+        },
+    )
+    .await;
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.restart("restore-orchestrator", READY).await.unwrap();
+    annotate(
+        &snapshots,
+        &snapshot,
+        json!({crate::support::HANG_RESTORE: null}),
+    )
+    .await;
+
+    let job = eventually_within("RestoreJob back finished", DATAPLANE_DEADLINE, || async {
+        let j = jobs.get("back").await.ok()?;
+        j.is_terminal().then_some(j)
+    })
+    .await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    let after = p.member().await;
+    assert_eq!(get(&after, "greeting"), "hello");
+    assert_eq!(
+        p.cluster().await.unwrap()["metadata"]["uid"],
+        restoring,
+        "the cluster the first orchestrator created"
+    );
+    assert_eq!(orchestrator_writes(&p), (1, 1), "one purge, one create");
+    p.h.cleanup().await.unwrap();
+}
+
+/// The backup-runner SIGKILLed while its EtcdSnapshot is `Started` (held there by the hang
+/// control on the cluster) and restarted: it adopts the snapshot, `etcdctl snapshot save` runs
+/// once when released, and the bucket holds exactly one snapshot object, the Backup's artifact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_dataplane_runner_killed_mid_snapshot_leaves_exactly_one_object() {
+    let mut p = Platform::start().await;
+    let member = p.member().await;
+    etcdctl(&member, &["put", "greeting", "hello"]);
+    let clusters = p.h.dynamic::<etcd::EtcdCluster>(NS);
+    annotate(&clusters, "etcd", json!({crate::support::HANG: "true"})).await;
+    let job = api::backups::BackupJob::test("killed")
+        .for_app("Etcd", "etcd")
+        .class("cozy-default")
+        .build();
+    p.h.create(NS, &job).await;
+    let snapshots = p.h.dynamic::<etcd::EtcdSnapshot>(NS);
+    eventually_within("the EtcdSnapshot Started", DATAPLANE_DEADLINE, || async {
+        let list = snapshots.list(&Default::default()).await.ok()?.items;
+        list.iter()
+            .any(|s| s.data["status"]["phase"] == "Started")
+            .then_some(())
+    })
+    .await;
+    p.h.kill("backup-runner").await.unwrap();
+    p.h.restart("backup-runner", READY).await.unwrap();
+    annotate(&clusters, "etcd", json!({crate::support::HANG: null})).await;
+
+    let jobs: Api<api::backups::BackupJob> = Api::namespaced(p.h.client(), NS);
+    let done = eventually_within("BackupJob killed done", DATAPLANE_DEADLINE, || async {
+        let j = jobs.get("killed").await.ok()?;
+        j.status.as_ref()?.completed_at.as_ref()?;
+        Some(j)
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
+    assert_eq!(
+        snapshots
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1,
+        "one EtcdSnapshot"
+    );
+    let mut files = Vec::new();
+    let mut dirs = vec![p.dp.data_dir.join("s3").join("buckets")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "db") {
+                files.push(path);
+            }
+        }
+    }
+    assert_eq!(files.len(), 1, "{files:?}");
+    let backup = Api::<Backup>::namespaced(p.h.client(), NS)
+        .get("killed")
+        .await
+        .unwrap();
+    let uri = backup.status.unwrap().artifact.unwrap().uri;
+    assert_eq!(files[0], p.object_file(&uri));
+    p.h.cleanup().await.unwrap();
+}

@@ -284,12 +284,9 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
     p.h.cleanup().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_dump_with_a_wrong_secret_key_fails_with_the_s3_refusal() {
-    let (p, dp) = start().await;
-    let _shop = mariadb_app(&p, "shop").await;
-    // A strategy like the platform's, but reading the secret key from a Secret that holds a
-    // wrong one.
+/// Class `wrong-key`: the platform's MariaDB strategy, but reading the secret key from a Secret
+/// that holds a wrong one.
+async fn wrong_key_class(p: &support::Platform) {
     let strategies = Api::<kube::api::DynamicObject>::all_with(
         p.h.client(),
         &ApiResource::erase::<api::strategy::MariaDB>(&()),
@@ -326,6 +323,13 @@ async fn mariadb_dump_with_a_wrong_secret_key_fails_with_the_s3_refusal() {
         ..Default::default()
     };
     p.h.create(TENANT, &wrong).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_dump_with_a_wrong_secret_key_fails_with_the_s3_refusal() {
+    let (p, dp) = start().await;
+    let _shop = mariadb_app(&p, "shop").await;
+    wrong_key_class(&p).await;
     let job = BackupJob::test("bad-key")
         .for_app("MariaDB", "shop")
         .class("wrong-key")
@@ -402,5 +406,164 @@ async fn mariadb_runner_killed_mid_backup_leaves_exactly_one_dump() {
     );
     let dumps = objects(&dp, "tenant-acme/shop");
     assert_eq!(dumps.len(), 1, "{dumps:?}");
+    p.h.cleanup().await.unwrap();
+}
+
+/// A BackupJob that failed with the real tool (the upload refused for a wrong secret key) expires
+/// under the real retention-cleaner's `--failed-backup-ttl`: the job and its operator Backup go;
+/// the dump an earlier job put in the bucket is byte for byte what it was, its operator Backup
+/// stays, and the only catalog Backup is that earlier job's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_failed_dump_expires_with_its_operator_backup_and_the_bucket_untouched() {
+    let (mut p, dp) = start().await;
+    let shop = mariadb_app(&p, "shop").await;
+    shop.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY, item text);
+         INSERT INTO shop.orders VALUES (1, 'apples')",
+    );
+    let good = p
+        .backup(TENANT, "nightly", "MariaDB", "shop", "cozy-default")
+        .await;
+    let kept = good.spec.driver_metadata.as_ref().unwrap()["k8s.mariadb.com/backup-name"].clone();
+    let dumps = objects(&dp, "tenant-acme/shop");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let bytes = std::fs::read(&dumps[0]).unwrap();
+
+    wrong_key_class(&p).await;
+    let job = BackupJob::test("bad-key")
+        .for_app("MariaDB", "shop")
+        .class("wrong-key")
+        .build();
+    p.h.create(TENANT, &job).await;
+    let status = finished(&p, "bad-key").await.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"), "{status:?}");
+    assert!(
+        status
+            .message
+            .as_deref()
+            .is_some_and(|m| m.ends_with("HTTP 403 SignatureDoesNotMatch")),
+        "{status:?}"
+    );
+    let operator = p.h.dynamic::<mariadb::Backup>(TENANT);
+    let names = || async {
+        let mut names: Vec<String> = operator
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|b| b.metadata.name)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names().await.len(),
+        2,
+        "the failed job's operator Backup is left"
+    );
+
+    // The operators' kinds the cleaner lists before a failed job goes, as a cluster serves them
+    // (the mariadb simulator installed its own).
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(p.h.client());
+    use api::thirdparty::{cnpg, etcd, percona, permissive_crd, velero};
+    for crd in [
+        permissive_crd::<cnpg::Backup>(true),
+        permissive_crd::<etcd::EtcdSnapshot>(true),
+        permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
+        permissive_crd::<velero::Backup>(true),
+        permissive_crd::<velero::DeleteBackupRequest>(true),
+    ] {
+        let _ = crds.create(&PostParams::default(), &crd).await;
+    }
+    p.h.spawn_ready(
+        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
+            .args(["--failed-backup-ttl=2s", "--debounce=200ms"]),
+        READY,
+    )
+    .await
+    .unwrap();
+    let jobs: Api<BackupJob> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within(
+        "the failed BackupJob and its operator Backup deleted",
+        DATAPLANE_DEADLINE,
+        || async {
+            let gone = jobs.get_opt("bad-key").await.ok()?.is_none();
+            (gone && names().await == [kept.clone()]).then_some(())
+        },
+    )
+    .await;
+    assert!(jobs.get_opt("nightly").await.unwrap().is_some());
+    let catalog: Vec<String> = Api::<api::backups::Backup>::namespaced(p.h.client(), TENANT)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    assert_eq!(catalog, ["nightly"], "no catalog Backup of the failed job");
+    assert_eq!(
+        objects(&dp, "tenant-acme/shop"),
+        dumps,
+        "the bucket untouched"
+    );
+    assert_eq!(std::fs::read(&dumps[0]).unwrap(), bytes);
+    harness::rbac::assert_allowed(&p.h.audit(), "retention-cleaner");
+    p.h.cleanup().await.unwrap();
+}
+
+/// The restore-orchestrator SIGKILLed while the operator Restore into a copy is `JobRunning`
+/// (held there by the hang-restore control on the copy, so the kill cannot miss the window) and
+/// restarted: it adopts that Restore; once released, the dump is replayed once, and the copy
+/// holds the backed-up rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_orchestrator_killed_mid_restore_converges_to_one_restore() {
+    let (mut p, _dp) = start().await;
+    let shop = mariadb_app(&p, "shop").await;
+    let copy = mariadb_app(&p, "shop-copy").await;
+    shop.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY, item text);
+         INSERT INTO shop.orders VALUES (1, 'apples'), (2, 'pears')",
+    );
+    p.backup(TENANT, "nightly", "MariaDB", "shop", "cozy-default")
+        .await;
+    shop.sql("INSERT INTO shop.orders VALUES (3, 'later')");
+    apply_server(&p, "shop-copy", json!({support::HANG_RESTORE: "true"})).await;
+    p.restore(
+        TENANT,
+        "to-copy",
+        "nightly",
+        Some(("MariaDB", "shop-copy")),
+        serde_json::Value::Null,
+    )
+    .await;
+    let restores = p.h.dynamic::<mariadb::Restore>(TENANT);
+    eventually_within(
+        "the operator Restore JobRunning",
+        DATAPLANE_DEADLINE,
+        || {
+            let restores = restores.clone();
+            async move {
+                let list = restores.list(&Default::default()).await.ok()?.items;
+                list.iter()
+                    .any(|r| r.data["status"]["conditions"][0]["reason"] == "JobRunning")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.restart("restore-orchestrator", READY).await.unwrap();
+    apply_server(&p, "shop-copy", json!({support::HANG_RESTORE: "false"})).await;
+    p.succeeded(TENANT, "to-copy").await;
+    let list = restores.list(&Default::default()).await.unwrap().items;
+    assert_eq!(list.len(), 1, "one operator Restore: {list:?}");
+    assert_eq!(
+        list[0].data["spec"]["mariaDbRef"]["name"],
+        "mariadb-shop-copy"
+    );
+    assert_eq!(copy.rows(), "apples,pears");
+    assert_eq!(shop.rows(), "apples,pears,later", "the source untouched");
     p.h.cleanup().await.unwrap();
 }
