@@ -350,5 +350,9 @@ async fn velero_cleanup(
     }
 }
 
+/// Backups reconciled at once. A won leadership (or a catalog sync) queues every Backup together;
+/// unbounded, each would hold its object and sealed record at the same time.
+pub const CONCURRENCY: u16 = 16;
+
 /// Retries of a Backup cleanup never wait longer than this.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);

@@ -427,6 +427,7 @@ async fn catalog_controller(
         unconfigured_requeue,
     });
     Controller::for_stream(backups, store)
+        .with_config(ControllerConfig::default().concurrency(catalog::CONCURRENCY))
         .reconcile_all_on(leadership)
         .graceful_shutdown_on(wctx.shutdown.signaled())
         .run(catalog::reconcile, catalog::error_policy, ctx)
