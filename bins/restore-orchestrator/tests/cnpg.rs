@@ -196,6 +196,32 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
     assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
     assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between,again");
 
+    // A target past the archive never converges: at the deadline the orchestrator reads the
+    // recovery pods' log to name the cause (PostgreSQL's FATAL on the emulator, whose simulated
+    // pods have logs; no kubelet runs them on kube-apiserver, whose answer is empty, so there the
+    // job ends RestoreFailed).
+    let future = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(1))
+    .strftime("%Y-%m-%dT%H:%M:%SZ")
+    .to_string();
+    p.restore(
+        "too-late",
+        "after-undo",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": future, "restoreTimeoutSeconds": 15}),
+    )
+    .await;
+    let job = p.terminal("too-late", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let logs_read =
+        p.h.audit()
+            .requests
+            .iter()
+            .filter(|r| r.user_agent.starts_with("restore-orchestrator/"))
+            .filter(|r| r.resource == "pods" && r.subresource.as_deref() == Some("log"))
+            .count();
+    assert!(logs_read > 0, "the recovery pods' log was read");
+
     // A safety backup is kept for the retention, then its catalog entry is deleted (an
     // orchestrator with a 1 s retention: the one of the first in-place restore goes).
     p.h.kill("restore-orchestrator").await.unwrap();
