@@ -123,6 +123,48 @@ impl Harness {
         self.secret_data(ns, &format!("{name}-app")).await.unwrap()["uri"].clone()
     }
 
+    /// Applies the operator `MariaDB` the chart renders for application `app` (`mariadb-<app>`,
+    /// its root password in `mariadb-<app>-credentials`), waits (up to [`DATAPLANE_DEADLINE`]) for
+    /// it to be Ready and returns how to reach it, as its connection Secret says.
+    pub async fn ready_mariadb(&self, ns: &str, app: &str) -> MariaDbConn {
+        let server = format!("mariadb-{app}");
+        let servers = self.dynamic::<api::thirdparty::mariadb::MariaDB>(ns);
+        apply(
+            &servers,
+            serde_json::json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+                   "metadata": {"name": server, "namespace": ns},
+                   "spec": {"replicas": 1,
+                            "rootPasswordSecretKeyRef": {"name": format!("{server}-credentials"), "key": "root"}}}),
+        )
+        .await;
+        crate::eventually_within(
+            &format!("MariaDB {ns}/{server} Ready"),
+            DATAPLANE_DEADLINE,
+            || {
+                let servers = servers.clone();
+                let server = server.clone();
+                async move {
+                    let s = servers.get_opt(&server).await.ok()??;
+                    s.data["status"]["conditions"]
+                        .as_array()?
+                        .iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+        let secret = self
+            .secret_data(ns, &format!("{server}-credentials"))
+            .await
+            .expect("the MariaDB connection Secret");
+        MariaDbConn {
+            host: secret["host"].clone(),
+            port: secret["port"].clone(),
+            password: secret["root"].clone(),
+        }
+    }
+
     /// `barman-cloud-backup-list --format json` of `destination`/`server` in the data plane's
     /// bucket, with the platform bucket's keys (as an operator would list it by hand).
     pub async fn barman_list(&self, dp: &DataPlane, destination: &str, server: &str) -> Value {
@@ -194,6 +236,48 @@ pub fn psql(uri: &str, sql: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Where a simulated MariaDB server listens and its root password, as its Secret says.
+#[derive(Debug, Clone)]
+pub struct MariaDbConn {
+    /// The Secret's `host`.
+    pub host: String,
+    /// The Secret's `port`.
+    pub port: String,
+    /// The Secret's `root` password.
+    pub password: String,
+}
+
+impl MariaDbConn {
+    /// Runs SQL with the `mariadb` client over TCP as root (batch mode, no column names; the
+    /// password in the environment, never in argv); panics with the client's message on failure.
+    pub fn sql(&self, sql: &str) -> String {
+        let out = std::process::Command::new("mariadb")
+            .env("MYSQL_PWD", &self.password)
+            .args([
+                "--no-defaults",
+                "--protocol=tcp",
+                "-h",
+                &self.host,
+                "-P",
+                &self.port,
+                "-u",
+                "root",
+                "--batch",
+                "--skip-column-names",
+                "-e",
+                sql,
+            ])
+            .output()
+            .expect("mariadb");
+        assert!(
+            out.status.success(),
+            "mariadb {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
 }
 
 /// Processes whose command line mentions `dir` (PostgreSQL servers, barman commands).

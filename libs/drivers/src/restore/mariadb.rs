@@ -6,10 +6,20 @@
 //!  source ref MariaDB? ─► target (name/kind/group overridden by the job) kind MariaDB, our group
 //!  ─► startedAt (+ phase Running, option Warnings; nothing else) ─► options (permissive)
 //!  ─► driverMetadata k8s.mariadb.com/backup-name ─► operator Backup still there
+//!        (gone, and the Backup was re-created from its catalog record with an S3 snapshot:
+//!         restore from the bucket instead, see below)
 //!  ─► target MariaDB mariadb-<target> exists (else TargetMariaDBNotReady until the deadline)
 //!  ─► Restore <job>-xxxxx {mariaDbRef, backupRef {kind: Backup}} labelled owned-by (one per job)
+//!        or {mariaDbRef, s3: <the snapshot's storage.s3>, targetRecoveryTime: <takenAt>}
 //!  Complete=True ─► Succeeded │ JobFailed ─► Failed │ otherwise poll until the deadline
 //! ```
+//!
+//! A Backup re-created from its catalog record after a disaster (label
+//! `backups.cozystack.io/restored-from-catalog`) has lost its operator Backup with the old cluster,
+//! but its `underlyingResources` snapshot still names the S3 storage the dump went to. The operator
+//! restores from a bucket location directly, taking the newest dump at or before
+//! `targetRecoveryTime`; the Backup's `takenAt` (the dump's completion) selects its own dump. A
+//! Backup without that label keeps upstream's failure when its operator Backup is gone.
 //!
 //! Invariants: no purge and no HelmRelease suspension (the operator restores into the running
 //! server); at most one Restore per job, found again by its owned-by labels; every wait is bounded
@@ -64,8 +74,37 @@ pub fn target(job: &RestoreJob, backup: &Backup) -> (String, String, String) {
     (target_app_name(job, backup), kind, group)
 }
 
+/// What an operator Restore restores from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// The operator Backup (upstream's way).
+    Backup(&'a str),
+    /// A bucket location (`storage.s3` of the Backup's snapshot) and the dump's time.
+    Bucket {
+        /// The operator's `s3` storage block.
+        s3: &'a Json,
+        /// `targetRecoveryTime`: the newest dump at or before it is restored.
+        at: &'a Time,
+    },
+}
+
+/// The S3 storage a Backup re-created from its catalog record can still be restored from once
+/// its operator Backup is gone with the lost cluster (see the module's notes).
+pub fn recovered_storage(backup: &Backup) -> Option<&Json> {
+    let restored = backup
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(api::contract::labels::RESTORED_FROM_CATALOG))
+        .is_some_and(|v| v == "true");
+    let snapshot = backup.status.as_ref()?.underlying_resources.as_ref()?;
+    (restored && snapshot["kind"] == driver::SNAPSHOT_KIND)
+        .then(|| &snapshot["storage"]["s3"])
+        .filter(|s3| s3.is_object())
+}
+
 /// The operator Restore a job creates.
-pub fn restore_body(job: &RestoreJob, mariadb: &str, source_backup: &str) -> Json {
+pub fn restore_body(job: &RestoreJob, mariadb: &str, source: Source<'_>) -> Json {
     let name = job.metadata.name.clone().unwrap_or_default();
     let mut labels = Map::new();
     for (k, v) in owned_by(job) {
@@ -79,9 +118,16 @@ pub fn restore_body(job: &RestoreJob, mariadb: &str, source_backup: &str) -> Jso
             "namespace": job.metadata.namespace,
             "labels": labels,
         },
-        "spec": {
-            "mariaDbRef": {"name": mariadb},
-            "backupRef": {"kind": "Backup", "name": source_backup},
+        "spec": match source {
+            Source::Backup(name) => json!({
+                "mariaDbRef": {"name": mariadb},
+                "backupRef": {"kind": "Backup", "name": name},
+            }),
+            Source::Bucket { s3, at } => json!({
+                "mariaDbRef": {"name": mariadb},
+                "s3": s3,
+                "targetRecoveryTime": at,
+            }),
         },
     })
 }
@@ -169,16 +215,23 @@ pub fn decide(o: &Observed<'_>) -> Step {
             now,
         );
     };
-    if o.source_backup.is_none() {
-        return fail(
-            &status,
-            &format!(
-                "k8s.mariadb.com/Backup {namespace}/{source} not found; the operator-side artifact has been reaped"
-            ),
-            Vec::new(),
-            now,
-        );
-    }
+    let from = match (o.source_backup, recovered_storage(backup)) {
+        (Some(_), _) => Source::Backup(source),
+        (None, Some(s3)) => Source::Bucket {
+            s3,
+            at: &backup.spec.taken_at,
+        },
+        (None, None) => {
+            return fail(
+                &status,
+                &format!(
+                    "k8s.mariadb.com/Backup {namespace}/{source} not found; the operator-side artifact has been reaped"
+                ),
+                Vec::new(),
+                now,
+            );
+        }
+    };
 
     // 4. The target MariaDB.
     let mariadb = driver::operator_name(&app);
@@ -195,7 +248,7 @@ pub fn decide(o: &Observed<'_>) -> Step {
     let restore = proceed!(skeleton::create_once(
         o.restores,
         "failed to ensure k8s.mariadb.com/Restore",
-        || restore_body(job, &mariadb, source),
+        || restore_body(job, &mariadb, from),
     ));
 
     // 6. Its outcome.
@@ -396,6 +449,51 @@ mod tests {
             Some(api::TypedLocalObjectReference::new("", "", "copy"));
         w.run("2026-03-01T10:00:01Z");
         assert_eq!(w.restores[0]["spec"]["mariaDbRef"]["name"], "mariadb-copy");
+    }
+
+    #[test]
+    fn a_backup_restored_from_the_catalog_restores_from_its_bucket_location() {
+        // The operator Backup went with the lost cluster; the re-created catalog Backup's
+        // snapshot names the S3 storage, and its takenAt selects the dump.
+        let s3 = json!({"bucket": "b1", "prefix": "t/db", "endpoint": "s3.example:443"});
+        let recovered = |w: &mut World, label: bool| {
+            w.source_backup = None;
+            w.backup.spec.taken_at = t("2026-02-28T03:00:07Z");
+            w.backup.status.get_or_insert_default().underlying_resources = Some(
+                json!({"kind": driver::SNAPSHOT_KIND, "apiVersion": "backups.cozystack.io/v1alpha1",
+                       "storage": {"s3": s3.clone()}}),
+            );
+            if label {
+                w.backup.metadata.labels.get_or_insert_default().insert(
+                    api::contract::labels::RESTORED_FROM_CATALOG.into(),
+                    "true".into(),
+                );
+            }
+        };
+        let mut w = world();
+        recovered(&mut w, true);
+        assert_eq!(w.run("2026-03-01T10:00:01Z"), Some(POLL));
+        assert_eq!(
+            w.restores[0]["spec"],
+            json!({"mariaDbRef": {"name": "mariadb-db"}, "s3": s3,
+                   "targetRecoveryTime": "2026-02-28T03:00:07Z"})
+        );
+        w.complete("True", "JobComplete", "Success");
+        w.run("2026-03-01T10:00:02Z");
+        assert_eq!(w.ready().0, "Succeeded");
+        // Without the label the operator Backup's absence is upstream's failure.
+        let mut w = world();
+        recovered(&mut w, false);
+        w.run("2026-03-01T10:00:01Z");
+        assert_eq!(
+            w.ready(),
+            (
+                "Failed".into(),
+                "RestoreFailed".into(),
+                "k8s.mariadb.com/Backup t/bk-x1 not found; the operator-side artifact has been reaped"
+                    .into()
+            )
+        );
     }
 
     #[test]
