@@ -37,6 +37,12 @@ use clap::Parser;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 
+pub mod etcd;
+pub mod mariadb;
+
+/// How long each of the MariaDB and Etcd demos may take before the plane ends with its error.
+pub const DEMO_DEADLINE: Duration = Duration::from_secs(300);
+
 /// One daemon the dev control plane runs: binary name (in the cargo target dir) and extra arguments.
 #[derive(Debug, Clone, Copy)]
 pub struct DaemonEntry {
@@ -348,6 +354,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     seed_platform_objects(&plane.client())
         .await
         .context("creating the platform objects")?;
+    install_app_crds(&plane.client())
+        .await
+        .context("installing the MariaDB and Etcd application CRDs")?;
 
     let logs = args.dev_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
@@ -485,6 +494,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let orders_uri = seed_sample_rows(&plane.client(), &args.pg_bin_dir)
         .await
         .context("seeding the sample rows of tenant-acme/orders-db")?;
+    let shop = mariadb::seed_rows(&plane.client())
+        .await
+        .context("seeding the sample rows of tenant-acme/shop-db (MariaDB)")?;
+    let etcd_member = etcd::seed_keys(&plane.client())
+        .await
+        .context("seeding the keys of tenant-acme/etcd (Etcd)")?;
 
     let kc = kubeconfig.display();
     println!("Dev control plane is up.");
@@ -537,6 +552,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .await
                 .unwrap_or_default()
         );
+        println!(
+            "  mariadb:     {}",
+            mariadb::client_line(&kc.to_string(), &shop)
+        );
+        println!(
+            "  shop-db:     {} (MariaDB {}:{}, shop-db-copy empty)",
+            shop.rows().await.unwrap_or_default(),
+            shop.host,
+            shop.port
+        );
+        println!("  etcdctl:     {}", etcd::client_line(&kc.to_string()));
+        println!(
+            "  etcd:        {} keys under config/ (member {etcd_member})",
+            etcd::KEYS.len()
+        );
     }
     if !args.no_demo {
         let e = s3.as_ref().context("the S3 server is not running")?;
@@ -546,7 +576,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         demo_restore(&plane.client(), &args.pg_bin_dir, &orders_uri)
             .await
             .context("the demo point-in-time restore (examples/restorejob-pitr.yaml)")?;
-        demo_failed_cleanup(&plane.client())
+        demo_failed_cleanup_start(&plane.client())
+            .await
+            .context("the demo failed-backup cleanup")?;
+        // The MariaDB and Etcd demos run while the failed BackupJob waits out its TTL.
+        let kc = kc.to_string();
+        within(
+            "the MariaDB demo",
+            mariadb::demo(&plane.client(), &dataplane, &kc),
+        )
+        .await?;
+        within("the Etcd demo", etcd::demo(&plane.client(), &kc)).await?;
+        demo_failed_cleanup_seen(&plane.client())
             .await
             .context("the demo failed-backup cleanup")?;
         demo_status(&kubeconfig).context("the tenant's status (kubectl cozy-backups status)")?;
@@ -687,8 +728,9 @@ async fn lease_token(
     Ok(path)
 }
 
-/// The example tenant's Postgres applications: `orders-db` (gets sample rows) and `orders-db-copy`
-/// (stays empty: the target of the documentation's point-in-time RestoreJob). Existing ones are kept.
+/// The example tenant's applications: Postgres `orders-db` (gets sample rows) and `orders-db-copy`
+/// (stays empty: the target of the documentation's point-in-time RestoreJob), MariaDB `shop-db` and
+/// `shop-db-copy` ([`mariadb::create`]) and Etcd `etcd` ([`etcd::create`]). Existing ones are kept.
 pub async fn seed_tenant(client: &kube::Client) -> anyhow::Result<()> {
     use api::thirdparty::apps::Postgres;
     use kube::api::{DynamicObject, PostParams};
@@ -706,6 +748,8 @@ pub async fn seed_tenant(client: &kube::Client) -> anyhow::Result<()> {
             Err(e) => return Err(e).with_context(|| format!("creating Postgres {name}")),
         }
     }
+    mariadb::create(client).await?;
+    etcd::create(client).await?;
     Ok(())
 }
 
@@ -945,13 +989,16 @@ pub async fn demo_restore(
     Ok(())
 }
 
-/// The failed-backup cleanup: a BackupJob naming an application that does not exist fails at once;
-/// the retention-cleaner deletes it once it outlived the dev TTL and says why in an Event.
-pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
+/// The failed BackupJob of the cleanup demo.
+const TYPO_JOB: &str = "orders-db-typo";
+
+/// The failed-backup cleanup, first half: a BackupJob naming an application that does not exist
+/// fails at once. [`demo_failed_cleanup_seen`] then waits for its deletion (the other demos run
+/// meanwhile: the dev TTL is 15 s).
+pub async fn demo_failed_cleanup_start(client: &kube::Client) -> anyhow::Result<()> {
     use api::backups::BackupJob;
-    use k8s_openapi::api::events::v1::Event;
-    use kube::api::{ListParams, PostParams};
-    let (ns, name) = (TENANT, "orders-db-typo");
+    use kube::api::PostParams;
+    let (ns, name) = (TENANT, TYPO_JOB);
     let jobs: Api<BackupJob> = Api::namespaced(client.clone(), ns);
     let job: BackupJob = serde_json::from_value(serde_json::json!({
         "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
@@ -972,6 +1019,17 @@ pub async fn demo_failed_cleanup(client: &kube::Client) -> anyhow::Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e).context("creating BackupJob orders-db-typo"),
     }
+    Ok(())
+}
+
+/// The failed-backup cleanup, second half: the retention-cleaner deletes the failed BackupJob once
+/// it outlived the dev TTL and says why in an Event.
+pub async fn demo_failed_cleanup_seen(client: &kube::Client) -> anyhow::Result<()> {
+    use api::backups::BackupJob;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::ListParams;
+    let (ns, name) = (TENANT, TYPO_JOB);
+    let jobs: Api<BackupJob> = Api::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while jobs.get_opt(name).await?.is_some() {
         anyhow::ensure!(
@@ -1113,8 +1171,90 @@ pub fn demo_status(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs demo `what` with [`DEMO_DEADLINE`]: its own error, or that it did not end in time.
+async fn within(
+    what: &str,
+    demo: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(DEMO_DEADLINE, demo).await {
+        Ok(r) => r.with_context(|| format!("{what} failed")),
+        Err(_) => anyhow::bail!(
+            "{what} did not finish within {}s (see the daemons' logs in .dev/logs/)",
+            DEMO_DEADLINE.as_secs()
+        ),
+    }
+}
+
+/// The permissive CRDs of the MariaDB and Etcd applications (served by cozystack-api in a
+/// cluster; the simulators serve the Postgres one), before the daemons start.
+pub async fn install_app_crds(client: &kube::Client) -> anyhow::Result<()> {
+    use api::thirdparty::{apps, permissive_crd};
+    use kube::api::PostParams;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [
+        permissive_crd::<apps::MariaDB>(true),
+        permissive_crd::<apps::Etcd>(true),
+    ] {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).context("creating a CRD"),
+        }
+    }
+    Ok(())
+}
+
+/// An API of the namespaced kind `K` in the example tenant, as dynamic objects.
+pub(crate) fn dynamic<K>(client: &kube::Client) -> Api<kube::api::DynamicObject>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    Api::namespaced_with(
+        client.clone(),
+        TENANT,
+        &kube::core::ApiResource::erase::<K>(&()),
+    )
+}
+
+/// Creates `body` unless it exists (answers whether it created it); retries for 30 s while the
+/// kind is not served yet (a CRD just created on kube-apiserver).
+pub(crate) async fn created<K>(api: &Api<K>, body: serde_json::Value) -> anyhow::Result<bool>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(body)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.create(&Default::default(), &obj).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 404 && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Waits for RestoreJob `name` to end and fails unless it succeeded.
+pub(crate) async fn restore_succeeded(
+    restores: &Api<api::backups::RestoreJob>,
+    name: &str,
+) -> anyhow::Result<()> {
+    let done = wait_terminal(restores, name, "restore-orchestrator").await?;
+    let status = done.status.unwrap_or_default();
+    let phase = status.phase.unwrap_or_default();
+    anyhow::ensure!(
+        phase == api::contract::phases::SUCCEEDED,
+        "RestoreJob {TENANT}/{name} ended {phase}: {}",
+        status.message.unwrap_or_default()
+    );
+    println!("  RestoreJob {TENANT}/{name}: {phase}");
+    Ok(())
+}
+
 /// Waits up to 180 s for a BackupJob or RestoreJob to reach a terminal phase.
-async fn wait_terminal<K>(api: &Api<K>, name: &str, daemon: &str) -> anyhow::Result<K>
+pub(crate) async fn wait_terminal<K>(api: &Api<K>, name: &str, daemon: &str) -> anyhow::Result<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone

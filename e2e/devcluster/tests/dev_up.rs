@@ -1,7 +1,8 @@
 //! The dev control plane command works end to end: `devcluster --check` starts the emulator with
 //! deploy/crds, writes a kubeconfig that kubectl can use, starts every listed daemon, runs the demo
-//! backup and the demo point-in-time restore to `Succeeded`, watches the retention-cleaner delete the
-//! demo's failed BackupJob, and exits 0. After that work it scrapes every daemon's `/metrics`
+//! backup and the demo point-in-time restore to `Succeeded`, seeds and plays the MariaDB demo (dump,
+//! restore into a copy and in place) and the Etcd demo (snapshot, in-place restore), watches the
+//! retention-cleaner delete the demo's failed BackupJob, and exits 0. After that work it scrapes every daemon's `/metrics`
 //! (`--metrics-dir`): every metric the alerts and the dashboard in deploy/monitoring select must be
 //! among the exported names. With `--real-api` the same check passes on kube-apiserver.
 
@@ -104,6 +105,40 @@ fn check(name: &str, extra: &[&str]) -> String {
         stdout.contains("retention-cleaner deleted BackupJob tenant-acme/orders-db-typo: failed BackupJob orders-db-typo ("),
         "{stdout}"
     );
+    // The MariaDB and Etcd seeds: shop-db's rows (through the mariadb client and the Secret's
+    // password), the keys of the tenant's etcd, and the commands to look at them.
+    for seeded in [
+        "  shop-db:     apples,pears,plums (MariaDB 127.0.0.1:",
+        "  etcd:        3 keys under config/ (member http://127.0.0.1:",
+        "-n tenant-acme get secret mariadb-shop-db-credentials -o jsonpath='{.data.root}' | base64 -d)\" mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P ",
+        "-n tenant-acme get service etcd-client -o jsonpath='{.metadata.annotations.operator-sims\\.cozy-backups\\.io/endpoint}')\" get --prefix config/",
+    ] {
+        assert!(stdout.contains(seeded), "{seeded}: {stdout}");
+    }
+    // The MariaDB demo: the dump in the bucket, restored into the copy, then in place over a
+    // changed row; the Etcd demo: a snapshot, a changed key, restored in place. In this order.
+    let mut at = 0;
+    for step in [
+        "Demo (MariaDB): BackupJob tenant-acme/shop-db-adhoc of shop-db created\n",
+        "  BackupJob tenant-acme/shop-db-adhoc: Succeeded\n",
+        "  dump in the bucket: s3://bucket-",
+        "  RestoreJob tenant-acme/shop-db-to-copy: Succeeded\n",
+        "  shop-db-copy rows: apples,pears,plums\n",
+        "  row 2 of shop-db changed: apples,oops,plums\n",
+        "  RestoreJob tenant-acme/shop-db-in-place: Succeeded\n",
+        "  shop-db rows: apples,pears,plums\n",
+        "Demo (Etcd): BackupJob tenant-acme/etcd-adhoc of etcd created\n",
+        "  BackupJob tenant-acme/etcd-adhoc: Succeeded\n",
+        "  snapshot in the bucket: s3://bucket-",
+        "  config/greeting changed: changed\n",
+        "  RestoreJob tenant-acme/etcd-in-place: Succeeded\n",
+        "  etcdctl get config/greeting: hello\n",
+    ] {
+        let found = stdout[at..]
+            .find(step)
+            .unwrap_or_else(|| panic!("{step:?} not after byte {at} of:\n{stdout}"));
+        at += found + step.len();
+    }
     // The tenant's view through the kubectl plugin: orders-db with its last backup and a
     // recoverable window (two RFC 3339 times joined by `..`).
     let status = stdout
@@ -115,6 +150,17 @@ fn check(name: &str, extra: &[&str]) -> String {
         .find(|l| l.trim_start().starts_with("Postgres/orders-db "))
         .unwrap_or_else(|| panic!("no orders-db row in:\n{status}"));
     assert!(row.contains("Z..20"), "no recoverable window in {row:?}");
+    // shop-db and etcd with the demos' backups.
+    for (app, backup) in [
+        ("MariaDB/shop-db ", "shop-db-adhoc"),
+        ("Etcd/etcd ", "etcd-adhoc"),
+    ] {
+        let row = status
+            .lines()
+            .find(|l| l.trim_start().starts_with(app))
+            .unwrap_or_else(|| panic!("no {app}row in:\n{status}"));
+        assert!(row.contains(backup), "{row:?}");
+    }
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     // Authentication is on: https with the emulator's CA (kubectl sends credentials only over TLS) and
     // the admin token.
