@@ -1,5 +1,8 @@
 //! Simulated CloudNativePG operator and barman-cloud plugin, over real PostgreSQL processes and
-//! real barman-cloud commands.
+//! real barman-cloud commands. It stays one file of about 1,800 lines for now: one instance task
+//! per Cluster drives bootstrap, recovery, archiving and backups through shared per-Cluster state,
+//! and the stages below read and write that state in turn (the PostgreSQL process plumbing is
+//! already apart, in `pg.rs`).
 //!
 //! ```text
 //!  Cluster (uid) ──► instance task (one per Cluster, see below)

@@ -1,7 +1,9 @@
 //! Go's `fmt` (`Sprint`, `Sprintln`, `Sprintf`) and the parts of `strconv` it uses, over
 //! [`Value`]s: maps in key order as `map[k:v]`, slices as `[a b]`, floats in the shortest form
 //! with Go's exponents (`1e+21`, `1e-07`), `<nil>`, and the `%!verb(type=value)`,
-//! `%!verb(MISSING)` and `%!(EXTRA …)` forms for what does not fit.
+//! `%!verb(MISSING)` and `%!(EXTRA …)` forms for what does not fit. About 1,100 lines, as Go's
+//! `fmt/print.go` and `format.go` together: every verb's rules per value kind, which must agree
+//! with each other.
 
 use crate::strconv::{decode_rune, is_print, quote_rune, quote_with, runes};
 use crate::value::Value;

@@ -1,6 +1,7 @@
 //! Go's `time.Time` as slim-sprig's date functions use it: an instant with a location, Go's
 //! reference-layout formatting (`Time.Format`) and parsing (`time.ParseInLocation`), and
-//! `Time.String()`.
+//! `Time.String()`. About 1,200 lines because formatting and parsing walk the same chunk table of
+//! Go's layout elements; they are kept beside it.
 //!
 //! Written here rather than taken from a crate: no maintained crate implementing Go's layouts was
 //! found, and chrono's strftime formats cannot express Go's rules, which decide whether upstream's

@@ -1,5 +1,6 @@
 //! Each construct and each Go quirk the engine matches; expected values are Go's (checked with
-//! `text/template` and slim-sprig v3.0.0).
+//! `text/template` and slim-sprig v3.0.0). Long because it is a list of small tables, one per
+//! construct; the generated differential cases live in `e2e/go-differential`.
 
 use serde_json::json;
 

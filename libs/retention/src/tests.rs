@@ -1,4 +1,6 @@
-//! Whole sweeps over fixtures: what a namespace's objects become.
+//! Whole sweeps over fixtures: what a namespace's objects become. Long because each retention
+//! rule, floor and refusal has its own fixture and expected decision list; they share the
+//! builders at the top.
 
 use std::collections::BTreeMap;
 
