@@ -7,9 +7,11 @@
 //! devcluster ─► kube emulator (in-process, 127.0.0.1) ◄── kubectl --kubeconfig .dev/kubeconfig
 //!            ├► operator-sims: S3 server (.dev/dataplane/s3), COSI, Velero, CNPG (real PostgreSQL), Flux
 //!            ├► daemon processes (KUBECONFIG=.dev/kubeconfig, ADMIN_ADDR=127.0.0.1:<free>) ─┘
-//!            ├► tenant-acme: Postgres orders-db (sample rows) and orders-db-copy (empty)
-//!            └► demo: examples/backupjob.yaml applied; waits for Succeeded, shows the Backup and
-//!               barman-cloud's listing of the bucket (`--no-demo` skips it)
+//!            ├► tenant-acme: Postgres orders-db (sample rows) and orders-db-copy (empty), MariaDB
+//!            │  shop-db (sample rows) and shop-db-copy (empty) ([`mariadb`]), Etcd etcd (keys, [`etcd`])
+//!            └► demos: examples/backupjob.yaml applied; waits for Succeeded, shows the Backup and
+//!               barman-cloud's listing of the bucket; the PITR restore; the MariaDB and Etcd
+//!               backups and restores; the failed-backup cleanup (`--no-demo` skips them)
 //! ```
 //! With `--ha` the lease server starts right after the simulators and every backup daemon runs two
 //! replicas (`<bin>-a`, `<bin>-b`) contending on it with a short lease TTL ([`HA_LEASE_TTL`]); the
