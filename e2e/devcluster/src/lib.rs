@@ -59,9 +59,9 @@ pub const DAEMONS: &[DaemonEntry] = &[
     // Simulated third-party operators first: they install the permissive CRDs (BucketClaim,
     // apps.cozystack.io Bucket, velero.io BackupStorageLocation) the other daemons watch.
     // The S3 server (real keys, HTTPS with a dev CA), CNPG over real PostgreSQL and Flux's
-    // helm-controller for Postgres apps; the data plane lives in <dev-dir>/dataplane. The MariaDB,
-    // etcd, Job-controller, FoundationDB and Percona MongoDB simulators move their backups' status
-    // (no data).
+    // helm-controller for Postgres apps, mariadb-operator over real mariadbd and etcd-operator over
+    // real etcd members; the data plane lives in <dev-dir>/dataplane. The Job-controller,
+    // FoundationDB and Percona MongoDB simulators move their backups' status (no data).
     DaemonEntry {
         bin: "operator-sims",
         args: &[
