@@ -7,3 +7,4 @@ mod helm;
 mod platform;
 mod real_api;
 mod render;
+mod takeover;
