@@ -93,7 +93,7 @@ impl ControlPlane {
     pub fn shared() -> Result<&'static ControlPlane, Error> {
         SHARED
             .get_or_init(|| {
-                std::thread::spawn(|| Self::start().map_err(|e| e.to_string()))
+                std::thread::spawn(Self::start_retrying_taken_ports)
                     .join()
                     .unwrap_or_else(|_| Err("the control plane's start panicked".into()))
             })
@@ -145,6 +145,23 @@ impl ControlPlane {
             .iter()
             .map(|(n, pid)| (n.clone(), crate::rss(Some(*pid))))
             .collect()
+    }
+
+    /// [`ControlPlane::start`], again (at most three times in all) when a process found its port
+    /// taken: the ports are free when chosen, but another process on the machine may bind one before
+    /// etcd or kube-apiserver does. The processes of a failed attempt are stopped by its watchdog
+    /// when the test process ends.
+    fn start_retrying_taken_ports() -> Result<Self, String> {
+        let mut attempt = 1;
+        loop {
+            match Self::start() {
+                Ok(plane) => return Ok(plane),
+                Err(e) if attempt < 3 && e.to_string().contains("address already in use") => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     }
 
     fn start() -> Result<Self, Error> {
