@@ -300,30 +300,33 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         .await
         .unwrap();
 
-    // The Plans first: the hourly one's slot must come after its creation.
-    let slot = hourly_slot(unix_now());
+    // The Plans first, so that both are older than the hourly one's slot (the first whole minute
+    // after their creation). While this project's daemons build the bucket's contents both carry
+    // the daily schedule, so that nothing fires; the hourly one gets its schedule once they are
+    // stopped, and both lose the status they wrote (upstream writes none).
+    let slot = hourly_slot(unix_now() + 2);
     let minute = slot / 60;
     let plan_spec = |cron: String| {
         json!({"applicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": "orders-db"},
                "backupClassName": "cozy-default",
                "schedule": {"type": "cron", "cron": cron}})
     };
+    let quiet_cron = format!("15 {} * * *", (slot / 3600 + 12) % 24);
     let plan = create_as(
         &plans(&h),
         "kubectl-client-side-apply",
         json!({"apiVersion": "backups.cozystack.io/v1alpha1", "kind": "Plan",
                "metadata": {"name": PLAN, "namespace": TENANT},
-               "spec": plan_spec(format!("{} * * * *", minute % 60))}),
+               "spec": plan_spec(quiet_cron.clone())}),
     )
     .await;
     // Daily, half a day away from the hourly slot: nothing is due during the test.
-    let quiet_hour = (slot / 3600 + 12) % 24;
     create_as(
         &plans(&h),
         "kubectl-client-side-apply",
         json!({"apiVersion": "backups.cozystack.io/v1alpha1", "kind": "Plan",
                "metadata": {"name": QUIET_PLAN, "namespace": TENANT},
-               "spec": plan_spec(format!("15 {quiet_hour} * * *"))}),
+               "spec": plan_spec(quiet_cron)}),
     )
     .await;
 
@@ -387,6 +390,36 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     ] {
         h.terminate(name, Duration::from_secs(20)).await.unwrap();
     }
+    for name in [PLAN, QUIET_PLAN] {
+        plans(&h)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": null})),
+            )
+            .await
+            .unwrap();
+        let p = as_value(&plans(&h).get(name).await.unwrap());
+        assert!(
+            p["status"]
+                .as_object()
+                .is_none_or(serde_json::Map::is_empty),
+            "{p}"
+        );
+    }
+    plans(&h)
+        .patch(
+            PLAN,
+            &PatchParams {
+                field_manager: Some("kubectl-client-side-apply".to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(
+                json!({"spec": {"schedule": {"cron": format!("{} * * * *", minute % 60)}}}),
+            ),
+        )
+        .await
+        .unwrap();
 
     // Upstream's chart rendered the BackupClass and the strategies: the same specs, Helm's
     // labels and annotations, Helm as their only field manager.
@@ -431,7 +464,7 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         }
     }
     assert!(
-        rendered.len() >= 8,
+        rendered.len() >= 9,
         "the class and the strategies: {:?}",
         rendered.iter().map(|r| &r.1).collect::<Vec<_>>()
     );
