@@ -90,7 +90,13 @@ pub async fn member(client: &kube::Client) -> anyhow::Result<String> {
                 .annotations
                 .and_then(|a| a.get(ENDPOINT).cloned())
         {
-            return Ok(endpoint);
+            // The Service may still name a previous run's member (`--persist`) until the
+            // simulator has started this run's: it answers once it is current.
+            match etcdctl(&endpoint, &["endpoint", "health"]).await {
+                Ok(_) => return Ok(endpoint),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => {}
+            }
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,

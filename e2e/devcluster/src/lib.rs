@@ -296,6 +296,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
             entry_args.push(a);
         }
+        if entry.bin == "operator-sims" && args.persist {
+            entry_args.extend(start::previous_s3_addrs(&dataplane.join("s3")));
+        }
         if entry.bin == "lease-server" {
             entry_args.extend([
                 "--tls-cert-file".to_owned(),
@@ -561,6 +564,46 @@ mod tests {
     #[test]
     fn args_are_consistent() {
         Args::command().debug_assert();
+    }
+
+    /// `--persist` keeps the S3 server's ports of the previous run when they are free, else
+    /// (and on a first run) lets it pick.
+    #[test]
+    fn persist_reuses_the_previous_s3_ports_when_free() {
+        let dir = std::env::temp_dir().join(format!("devcluster-s3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(start::previous_s3_addrs(&dir).is_empty(), "no previous run");
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (http, https) = (free(), free());
+        let write = |https: std::net::SocketAddr| {
+            let e = operator_sims::s3::Endpoints {
+                http: format!("http://{http}"),
+                https: format!("https://{https}"),
+                ca_file: dir.join("ca.crt"),
+            };
+            std::fs::write(
+                dir.join("endpoints.json"),
+                serde_json::to_string(&e).unwrap(),
+            )
+            .unwrap();
+        };
+        write(https);
+        assert_eq!(
+            start::previous_s3_addrs(&dir),
+            [
+                format!("--s3-http-addr={http}"),
+                format!("--s3-https-addr={https}")
+            ]
+        );
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        write(taken.local_addr().unwrap());
+        assert!(start::previous_s3_addrs(&dir).is_empty(), "a port is taken");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -146,12 +146,19 @@ pub async fn conn(client: &kube::Client, app: &str) -> anyhow::Result<Conn> {
                     .map(|v| String::from_utf8_lossy(&v.0).into_owned())
                     .with_context(|| format!("Secret {TENANT}/{name}-credentials has no {k}"))
             };
-            return Ok(Conn {
+            let conn = Conn {
                 server: name.clone(),
                 host: field("host")?,
                 port: field("port")?,
                 password: field("root")?,
-            });
+            };
+            // Status and Secret may still be those of a previous run (`--persist`) until the
+            // simulator has started this run's server: it answers once they are current.
+            match conn.sql("SELECT 1").await {
+                Ok(_) => return Ok(conn),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => {}
+            }
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
@@ -231,14 +238,22 @@ pub async fn demo(
 
     let restores: Api<RestoreJob> = Api::namespaced(client.clone(), TENANT);
     let to_copy = "shop-db-to-copy";
-    restore(
+    let fresh = restore(
         &restores,
         to_copy,
         json!({"backupRef": {"name": backup}, "targetApplicationRef": {
             "apiGroup": "apps.cozystack.io", "kind": "MariaDB", "name": COPY}}),
     )
     .await?;
-    println!("  {COPY} rows: {}", copy.rows().await?);
+    match copy.rows().await {
+        Ok(rows) => println!("  {COPY} rows: {rows}"),
+        // `--persist`: the RestoreJob is an earlier run's, and the simulated servers start empty
+        // on every run.
+        Err(_) if !fresh => println!(
+            "  {COPY} rows: none (restored by an earlier run; the servers start empty on each run)"
+        ),
+        Err(e) => return Err(e),
+    }
 
     let in_place = "shop-db-in-place";
     if restores.get_opt(in_place).await?.is_none() {
@@ -253,12 +268,13 @@ pub async fn demo(
     Ok(())
 }
 
-/// Creates RestoreJob `name` with `spec` (kept when it exists) and waits for it to succeed.
+/// Creates RestoreJob `name` with `spec` (kept when it exists) and waits for it to succeed;
+/// answers whether it created it.
 async fn restore(
     restores: &Api<api::backups::RestoreJob>,
     name: &str,
     spec: serde_json::Value,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let target = spec["targetApplicationRef"]["name"]
         .as_str()
         .map(|t| format!("into {t}"))
@@ -274,7 +290,8 @@ async fn restore(
         "  RestoreJob {TENANT}/{name} ({target}) {}",
         if fresh { "created" } else { "exists already" }
     );
-    crate::restore_succeeded(restores, name).await
+    crate::restore_succeeded(restores, name).await?;
+    Ok(fresh)
 }
 
 /// The objects under `prefix` in the S3 server's buckets, as `s3://bucket/key (N bytes)`.

@@ -297,3 +297,32 @@ pub(crate) fn write_metrics(
     println!("Metrics of every daemon written to {}", dir.display());
     Ok(())
 }
+
+/// Under `--persist`: the S3 server's listen addresses of the previous run (its
+/// `endpoints.json`), as operator-sims arguments, when both ports are free again. Persisted
+/// objects name the bucket's endpoint (catalog Backups, an EtcdCluster bootstrapped from a
+/// snapshot), so the S3 server keeps it across restarts, as a real one would; otherwise (first
+/// run, a port taken) the server picks free ports.
+pub(crate) fn previous_s3_addrs(s3_dir: &std::path::Path) -> Vec<String> {
+    let Ok(previous) = operator_sims::s3::Endpoints::read(s3_dir) else {
+        return Vec::new();
+    };
+    let addr = |url: &str| -> Option<std::net::SocketAddr> {
+        let addr = url
+            .split("://")
+            .nth(1)?
+            .trim_end_matches('/')
+            .parse()
+            .ok()?;
+        std::net::TcpListener::bind(addr).ok().map(|_| addr)
+    };
+    match (addr(&previous.http), addr(&previous.https)) {
+        (Some(http), Some(https)) => {
+            vec![
+                format!("--s3-http-addr={http}"),
+                format!("--s3-https-addr={https}"),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
