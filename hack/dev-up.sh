@@ -9,7 +9,7 @@
 #                               (minutes the first time on a machine; a hash check afterwards)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The simulated data plane runs real PostgreSQL 15 and barman-cloud (docs/dataplane.md).
+# The simulated data plane runs real PostgreSQL 15 and barman-cloud, MariaDB and etcd (docs/dataplane.md).
 hack/install-dataplane.sh
 for a in "$@"; do
   if [[ $a == --real-api && -z ${COZY_KUBE_BIN:-} ]]; then
