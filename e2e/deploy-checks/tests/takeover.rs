@@ -353,6 +353,7 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     h.spawn_ready(runner(), READY).await.unwrap();
     app(&h, "orders-db").await;
     app(&h, "orders-db-copy").await;
+    app(&h, "orders-db-copy2").await;
     let uri = healthy(&h, "orders-db").await;
     psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
     psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
@@ -383,6 +384,7 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         .unwrap();
     assert_eq!(wait_job(&h, "seed").await["status"]["phase"], "Succeeded");
     healthy(&h, "orders-db-copy").await;
+    healthy(&h, "orders-db-copy2").await;
     for name in [
         "backup-runner",
         "credentials-projector",
@@ -597,81 +599,51 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     .await;
     let live_name = live.metadata.name.clone().unwrap();
 
-    // A RestoreJob into orders-db-copy, stopped by upstream mid-PITR: started, the HelmRelease
-    // suspended, the application patched, the Cluster and its PVCs deleted and gone; upstream
-    // had not yet resumed the HelmRelease nor recorded TargetPurged (nor WALArchiveReady, which it
-    // keeps in memory until its next status write).
-    let dm = &ours_backup["spec"]["driverMetadata"];
-    let server = dm["cnpg.io/server-name"].as_str().unwrap().to_owned();
-    create_as(
-        &restore_jobs(&h),
-        "kubectl-create",
-        json!({"apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
-               "metadata": {"name": "orders-db-pitr", "namespace": TENANT},
-               "spec": {"backupRef": {"name": plan_job},
-                        "targetApplicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres",
-                                                 "name": "orders-db-copy"},
-                        "options": {"recoveryTime": recovery_time}}}),
+    // Two RestoreJobs of the Plan's Backup, each stopped by upstream mid-PITR. Into
+    // orders-db-copy: started, the HelmRelease suspended, the application patched, the Cluster
+    // and its PVCs deleted and gone; upstream had not yet resumed the HelmRelease nor recorded
+    // TargetPurged (nor WALArchiveReady, which it keeps in memory until its next status write).
+    // Into orders-db-copy2: one step further, the HelmRelease resumed and the recovery Cluster
+    // re-rendered, TargetPurged still not recorded (upstream resumes first, then records).
+    let dm = ours_backup["spec"]["driverMetadata"].clone();
+    let upstream_restore_started = upstream_purge(
+        &h,
+        &uri,
+        "orders-db-pitr",
+        "orders-db-copy",
+        &plan_job,
+        &recovery_time,
+        &dm,
     )
     .await;
-    let upstream_restore_started = json!(at(&uri, -2));
-    restore_jobs(&h)
-        .patch(
-            "orders-db-pitr",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": ["backups.cozystack.io/cleanup"]}})),
-        )
-        .await
-        .unwrap();
-    patch_status(
-        &restore_jobs(&h),
-        "orders-db-pitr",
-        "backup-controller",
-        json!({"phase": "Running", "startedAt": upstream_restore_started}),
+    let upstream_restore_started_2 = upstream_purge(
+        &h,
+        &uri,
+        "orders-db-pitr-2",
+        "orders-db-copy2",
+        &plan_job,
+        &recovery_time,
+        &dm,
     )
     .await;
     helm_releases(&h)
         .patch(
-            "postgres-orders-db-copy",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"suspend": true}})),
-        )
-        .await
-        .unwrap();
-    apps(&h)
-        .patch(
-            "orders-db-copy",
+            "postgres-orders-db-copy2",
             &PatchParams {
-                field_manager: Some("cozystack-cnpg-backup-driver".to_owned()),
+                field_manager: Some("backup-controller".to_owned()),
                 ..PatchParams::default()
             },
-            &Patch::Merge(json!({"spec": {
-                "bootstrap": {"enabled": true, "oldName": server, "serverName": server,
-                              "recoveryTime": recovery_time},
-                "backup": {"destinationPath": dm["cnpg.io/destination-path"],
-                           "endpointURL": dm["cnpg.io/endpoint-url"],
-                           "s3AccessKey": null, "s3SecretKey": null, "endpointCA": null,
-                           "s3CredentialsSecret": {"name": "cozy-backups-creds",
-                                                   "accessKeyIDKey": "AWS_ACCESS_KEY_ID",
-                                                   "secretAccessKeyKey": "AWS_SECRET_ACCESS_KEY"}}}})),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
         )
         .await
         .unwrap();
-    clusters(&h)
-        .delete("postgres-orders-db-copy", &DeleteParams::default())
-        .await
-        .unwrap();
-    let by_cluster = ListParams::default().labels("cnpg.io/cluster=postgres-orders-db-copy");
-    pvcs(&h)
-        .delete_collection(&DeleteParams::default(), &by_cluster)
-        .await
-        .unwrap();
-    eventually_within("the copy's Cluster and PVCs gone", READY, || {
-        let (c, p, l) = (clusters(&h), pvcs(&h), by_cluster.clone());
+    let rerendered = eventually_within("the copy2's recovery Cluster re-rendered", READY, || {
+        let api = clusters(&h);
         async move {
-            (c.get_opt("postgres-orders-db-copy").await.ok()?.is_none()
-                && p.list(&l).await.ok()?.items.is_empty())
-            .then_some(())
+            let c = as_value(&api.get_opt("postgres-orders-db-copy2").await.ok()??);
+            c["spec"]["bootstrap"]["recovery"]
+                .is_object()
+                .then(|| c["metadata"]["uid"].clone())
         }
     })
     .await;
@@ -738,52 +710,79 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         "upstream's cnpg Backup is the one recorded"
     );
 
-    // The RestoreJob resumes: the recovery Cluster comes up with exactly the rows before the mark.
-    let restore = eventually_within("RestoreJob finished", DATAPLANE_DEADLINE, || {
-        let api = restore_jobs(&h);
-        async move {
-            let j = as_value(&api.get("orders-db-pitr").await.ok()?);
-            matches!(j["status"]["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(j)
-        }
-    })
-    .await;
-    assert_eq!(restore["status"]["phase"], "Succeeded", "{restore}");
-    let condition = |t: &str| {
-        restore["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
-            .map(|c| (c["status"].clone(), c["reason"].clone()))
-    };
-    assert_eq!(
-        condition("TargetPurged"),
-        Some((json!("True"), json!("ClusterPurged")))
-    );
-    assert_eq!(
-        condition("RecoveryConverged"),
-        Some((json!("True"), json!("RecoveryConverged")))
-    );
-    assert_eq!(
-        restore["status"]["startedAt"], upstream_restore_started,
-        "upstream's startedAt is kept"
-    );
-    let copy_uri = healthy(&h, "orders-db-copy").await;
-    assert_eq!(
-        psql(
-            &copy_uri,
-            "SELECT string_agg(item, ',' ORDER BY id) FROM orders"
+    // Both RestoreJobs resume: each recovery Cluster comes up with exactly the rows before the
+    // mark; the one upstream had re-rendered is the same Cluster (never deleted again).
+    for (job, target, started) in [
+        (
+            "orders-db-pitr",
+            "orders-db-copy",
+            &upstream_restore_started,
         ),
-        "tea,cups,marker"
-    );
-    let hr = as_value(
-        &helm_releases(&h)
-            .get("postgres-orders-db-copy")
-            .await
-            .unwrap(),
-    );
-    assert_ne!(
-        hr["spec"]["suspend"],
-        json!(true),
-        "the HelmRelease resumed"
+        (
+            "orders-db-pitr-2",
+            "orders-db-copy2",
+            &upstream_restore_started_2,
+        ),
+    ] {
+        let restore = eventually_within(
+            &format!("RestoreJob {job} finished"),
+            DATAPLANE_DEADLINE,
+            || {
+                let api = restore_jobs(&h);
+                async move {
+                    let j = as_value(&api.get(job).await.ok()?);
+                    matches!(j["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+                        .then_some(j)
+                }
+            },
+        )
+        .await;
+        assert_eq!(restore["status"]["phase"], "Succeeded", "{restore}");
+        let condition = |t: &str| {
+            restore["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+                .map(|c| (c["status"].clone(), c["reason"].clone()))
+        };
+        assert_eq!(
+            condition("TargetPurged"),
+            Some((json!("True"), json!("ClusterPurged"))),
+            "{job}"
+        );
+        assert_eq!(
+            condition("RecoveryConverged"),
+            Some((json!("True"), json!("RecoveryConverged"))),
+            "{job}"
+        );
+        assert_eq!(
+            &restore["status"]["startedAt"], started,
+            "{job}: upstream's startedAt is kept"
+        );
+        let copy_uri = healthy(&h, target).await;
+        assert_eq!(
+            psql(
+                &copy_uri,
+                "SELECT string_agg(item, ',' ORDER BY id) FROM orders"
+            ),
+            "tea,cups,marker",
+            "{job}"
+        );
+        let hr = as_value(
+            &helm_releases(&h)
+                .get(&format!("postgres-{target}"))
+                .await
+                .unwrap(),
+        );
+        assert_ne!(
+            hr["spec"]["suspend"],
+            json!(true),
+            "{job}: the HelmRelease resumed"
+        );
+    }
+    let cluster_2 = as_value(&clusters(&h).get("postgres-orders-db-copy2").await.unwrap());
+    assert_eq!(
+        cluster_2["metadata"]["uid"], rerendered,
+        "the Cluster upstream's chart re-rendered is kept"
     );
 
     // The Plans keep their slots: the hourly one's BackupJob is upstream's, the daily one has none.
@@ -988,10 +987,28 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         Some(rfc3339(slot + 3600))
     );
 
+    for name in [PLAN, QUIET_PLAN] {
+        let w = our_writes(log, "plans", Some(TENANT), name);
+        assert_eq!(w.len(), 1, "{name}: {:?}", describe(&w));
+        assert_eq!(w[0].subresource.as_deref(), Some("status"), "{name}");
+    }
     // The RestoreJob's writes, for the record: no app patch (upstream's patch is the same), no
     // suspend; one resume.
-    let app_patches = our_writes(log, "postgreses", Some(TENANT), "orders-db-copy");
-    assert!(app_patches.is_empty(), "{:?}", describe(&app_patches));
+    for target in ["orders-db-copy", "orders-db-copy2"] {
+        let app_patches = our_writes(log, "postgreses", Some(TENANT), target);
+        assert!(app_patches.is_empty(), "{:?}", describe(&app_patches));
+    }
+    let hr_writes = our_writes(
+        log,
+        "helmreleases",
+        Some(TENANT),
+        "postgres-orders-db-copy2",
+    );
+    assert!(
+        hr_writes.is_empty(),
+        "resumed by upstream already: {:?}",
+        describe(&hr_writes)
+    );
     let hr_writes = our_writes(log, "helmreleases", Some(TENANT), "postgres-orders-db-copy");
     assert_eq!(
         hr_writes.len(),
@@ -1024,6 +1041,95 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         taken_over.elapsed().as_secs_f64()
     );
     h.cleanup().await.unwrap();
+}
+
+/// Upstream's CNPG restore up to its purge (steps 1 to 12 of its driver): RestoreJob `job` of
+/// Backup `backup` into `target` with its finalizer, `startedAt` three seconds ago and phase
+/// `Running`; the HelmRelease suspended; the application patched as upstream's driver patches it;
+/// the Cluster and its PVCs deleted and gone. Returns the `startedAt` written.
+async fn upstream_purge(
+    h: &Harness,
+    uri: &str,
+    job: &str,
+    target: &str,
+    backup: &str,
+    recovery_time: &str,
+    dm: &Value,
+) -> Value {
+    let cluster = format!("postgres-{target}");
+    let server = dm["cnpg.io/server-name"].as_str().unwrap().to_owned();
+    create_as(
+        &restore_jobs(h),
+        "kubectl-create",
+        json!({"apiVersion": "backups.cozystack.io/v1alpha1", "kind": "RestoreJob",
+               "metadata": {"name": job, "namespace": TENANT},
+               "spec": {"backupRef": {"name": backup},
+                        "targetApplicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres",
+                                                 "name": target},
+                        "options": {"recoveryTime": recovery_time}}}),
+    )
+    .await;
+    let upstream_restore_started = json!(at(uri, -3));
+    restore_jobs(h)
+        .patch(
+            job,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["backups.cozystack.io/cleanup"]}})),
+        )
+        .await
+        .unwrap();
+    patch_status(
+        &restore_jobs(h),
+        job,
+        "backup-controller",
+        json!({"phase": "Running", "startedAt": upstream_restore_started}),
+    )
+    .await;
+    helm_releases(h)
+        .patch(
+            &cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
+    apps(h)
+        .patch(
+            target,
+            &PatchParams {
+                field_manager: Some("cozystack-cnpg-backup-driver".to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"spec": {
+                "bootstrap": {"enabled": true, "oldName": server, "serverName": server,
+                              "recoveryTime": recovery_time},
+                "backup": {"destinationPath": dm["cnpg.io/destination-path"],
+                           "endpointURL": dm["cnpg.io/endpoint-url"],
+                           "s3AccessKey": null, "s3SecretKey": null, "endpointCA": null,
+                           "s3CredentialsSecret": {"name": "cozy-backups-creds",
+                                                   "accessKeyIDKey": "AWS_ACCESS_KEY_ID",
+                                                   "secretAccessKeyKey": "AWS_SECRET_ACCESS_KEY"}}}})),
+        )
+        .await
+        .unwrap();
+    clusters(h)
+        .delete(&cluster, &DeleteParams::default())
+        .await
+        .unwrap();
+    let by_cluster = ListParams::default().labels(&format!("cnpg.io/cluster={cluster}"));
+    pvcs(h)
+        .delete_collection(&DeleteParams::default(), &by_cluster)
+        .await
+        .unwrap();
+    eventually_within(&format!("{cluster} and its PVCs gone"), READY, || {
+        let (c, p, l, n) = (clusters(h), pvcs(h), by_cluster.clone(), cluster.clone());
+        async move {
+            (c.get_opt(&n).await.ok()?.is_none() && p.list(&l).await.ok()?.items.is_empty())
+                .then_some(())
+        }
+    })
+    .await;
+    upstream_restore_started
 }
 
 /// `secs` since the epoch as RFC 3339 UTC (whole seconds), civil-from-days.
