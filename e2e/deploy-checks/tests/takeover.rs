@@ -8,12 +8,16 @@
 //! object they made is replaced by upstream's version of it (Helm's labels and annotations on the
 //! BackupClass and the strategies, upstream's label only on the projected Secrets, upstream's
 //! Backup shape with its finalizer and no catalog annotation), and the rest is written as upstream
-//! writes it: BackupJobs in every phase (none, Running with a live cnpg Backup, Succeeded, Failed),
-//! two Plans without status, and a RestoreJob stopped mid-PITR where upstream can stop: the
-//! HelmRelease suspended, the target application patched, the Cluster and its PVCs deleted, no
-//! `TargetPurged` yet (upstream records it after resuming the HelmRelease).
+//! writes it: BackupJobs in every phase (no status, only `startedAt` (upstream's first pass),
+//! Running with a live cnpg Backup, Succeeded, Failed), two Plans without status, and two
+//! RestoreJobs stopped mid-PITR where upstream can stop: the HelmRelease suspended, the target
+//! application patched, the Cluster and its PVCs deleted; for the second also the HelmRelease
+//! resumed and the recovery Cluster re-rendered. Neither has `TargetPurged` (upstream records it
+//! after resuming the HelmRelease).
 //!
-//! Then every daemon starts, and the API server's request log shows what they write.
+//! Then every daemon starts, and the API server's request log shows what they write: nothing to
+//! what should stay but the adoption writes docs/helm.md lists, no delete at all (no second purge),
+//! no BackupJob from a Plan's slot upstream ran.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -569,7 +573,11 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     )
     .await;
     // A Pending one (upstream never saw it) and a Running one with its live cnpg Backup.
-    for name in ["orders-db-pending", "orders-db-running"] {
+    for name in [
+        "orders-db-pending",
+        "orders-db-stamped",
+        "orders-db-running",
+    ] {
         create_as(
             &backup_jobs(&h),
             "kubectl-create",
@@ -578,6 +586,15 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         )
         .await;
     }
+    // Upstream's first pass over a CNPG BackupJob stamps only `startedAt` (the phase stays empty).
+    let stamped_started = json!(at(&uri, -4));
+    patch_status(
+        &backup_jobs(&h),
+        "orders-db-stamped",
+        "backup-controller",
+        json!({"startedAt": stamped_started}),
+    )
+    .await;
     patch_status(
         &backup_jobs(&h),
         "orders-db-running",
@@ -702,6 +719,12 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     // The running BackupJob finishes from upstream's cnpg Backup; the pending one runs.
     let running = wait_job(&h, "orders-db-running").await;
     assert_eq!(running["status"]["phase"], "Succeeded", "{running}");
+    let stamped = wait_job(&h, "orders-db-stamped").await;
+    assert_eq!(stamped["status"]["phase"], "Succeeded", "{stamped}");
+    assert_eq!(
+        stamped["status"]["startedAt"], stamped_started,
+        "upstream's startedAt is kept"
+    );
     let pending = wait_job(&h, "orders-db-pending").await;
     assert_eq!(pending["status"]["phase"], "Succeeded", "{pending}");
     let running_backup = as_value(&backups(&h).get("orders-db-running").await.unwrap());
@@ -840,6 +863,7 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
     let mut expected = vec![
         plan_job.clone(),
         "orders-db-pending".to_owned(),
+        "orders-db-stamped".to_owned(),
         "orders-db-running".to_owned(),
     ];
     expected.sort();
@@ -880,8 +904,8 @@ async fn the_daemons_take_over_upstreams_objects_without_rewriting_them() {
         })
         .count();
     assert_eq!(
-        cnpg_creates, 1,
-        "one cnpg Backup, for the pending BackupJob only"
+        cnpg_creates, 2,
+        "one cnpg Backup each for the pending and the stamped BackupJob"
     );
 
     // The chart's objects: one adoption write each and nothing more. The renderer labels what
