@@ -51,26 +51,7 @@ impl Platform {
             .spawn_dataplane("s3,cosi,etcd", &["--cosi-delay-ms=10"])
             .await
             .unwrap();
-        h.spawn_ready(
-            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-                .args([format!("--endpoint={}", dp.http)]),
-            READY,
-        )
-        .await
-        .unwrap();
-        h.spawn_ready(
-            DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-                "--source-namespace=tenant-root".to_owned(),
-                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
-                format!("--endpoint={}", dp.http),
-                "--region=us-east-1".to_owned(),
-                "--force-path-style=true".to_owned(),
-                "--system-namespaces=cozy-velero".to_owned(),
-            ]),
-            READY,
-        )
-        .await
-        .unwrap();
+        h.spawn_renderer_and_projector(&dp, READY).await.unwrap();
         for daemon in ["backup-runner", "restore-orchestrator"] {
             h.spawn_ready(DaemonSpec::new(daemon, bin(daemon)), READY)
                 .await
@@ -527,5 +508,143 @@ async fn etcd_dataplane_runner_killed_mid_snapshot_leaves_exactly_one_object() {
         .unwrap();
     let uri = backup.status.unwrap().artifact.unwrap().uri;
     assert_eq!(files[0], p.object_file(&uri));
+    p.h.cleanup().await.unwrap();
+}
+
+/// A BackupJob whose snapshot upload the S3 server refuses (a strategy naming keys it does not
+/// know) fails with the tool's words; the real retention-cleaner's failed-job TTL deletes the job
+/// and its EtcdSnapshot, while the good job, its snapshot, its catalog Backup and its object in
+/// the bucket stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_dataplane_failed_snapshot_expires_with_its_etcdsnapshot_and_the_bucket_untouched() {
+    let mut p = Platform::start().await;
+    let member = p.member().await;
+    etcdctl(&member, &["put", "greeting", "hello"]);
+    let good = p.backup("nightly").await;
+    let file = p.object_file(&good.status.unwrap().artifact.unwrap().uri);
+    let bytes = std::fs::read(&file).unwrap();
+
+    // A strategy like the platform's, with credentials the S3 server does not know.
+    p.h.create(
+        NS,
+        &api::test_util::source_secret(
+            "wrong-creds",
+            NS,
+            &[
+                ("AWS_ACCESS_KEY_ID", "AKIAUNKNOWN"),
+                ("AWS_SECRET_ACCESS_KEY", "not-the-secret"),
+            ],
+        ),
+    )
+    .await;
+    let resource = kube::core::ApiResource::erase::<api::strategy::Etcd>(&());
+    let strategies = Api::<kube::api::DynamicObject>::all_with(p.h.client(), &resource);
+    let platform = eventually_within("cozy-default-etcd", READY, || {
+        let strategies = strategies.clone();
+        async move { strategies.get_opt("cozy-default-etcd").await.ok()? }
+    })
+    .await;
+    let mut template = platform.data["spec"]["template"].clone();
+    template["destination"]["s3"]["credentialsSecretRef"] = json!({"name": "wrong-creds"});
+    apply(
+        &strategies,
+        json!({"apiVersion": "strategy.backups.cozystack.io/v1alpha1", "kind": "Etcd",
+               "metadata": {"name": "wrong-key"}, "spec": {"template": template}}),
+    )
+    .await;
+    p.h.backup_class("wrong-key", "Etcd", "Etcd", "wrong-key", &[])
+        .await;
+    let job = api::backups::BackupJob::test("bad-key")
+        .for_app("Etcd", "etcd")
+        .class("wrong-key")
+        .build();
+    p.h.create(NS, &job).await;
+    let jobs: Api<api::backups::BackupJob> = Api::namespaced(p.h.client(), NS);
+    let failed = eventually_within("BackupJob bad-key finished", DATAPLANE_DEADLINE, || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get_opt("bad-key").await.ok()??;
+            j.status.as_ref()?.completed_at.as_ref()?;
+            j.status
+        }
+    })
+    .await;
+    assert_eq!(failed.phase.as_deref(), Some("Failed"), "{failed:?}");
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.contains("HTTP 403 InvalidAccessKeyId") && !message.contains("not-the-secret"),
+        "{message}"
+    );
+    let snapshots = p.h.dynamic::<etcd::EtcdSnapshot>(NS);
+    let names = || async {
+        let mut names: Vec<String> = snapshots
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let before = names().await;
+    assert_eq!(
+        before.len(),
+        2,
+        "the failed job's EtcdSnapshot is left: {before:?}"
+    );
+    let kept = good
+        .spec
+        .driver_metadata
+        .as_ref()
+        .map(|m| m.values().cloned().collect::<Vec<_>>());
+
+    // The operators' kinds the cleaner lists before a failed job goes, as a cluster serves them
+    // (the etcd simulator installed its own).
+    let crds: Api<CustomResourceDefinition> = Api::all(p.h.client());
+    use api::thirdparty::{cnpg, mariadb, percona, permissive_crd, velero};
+    for crd in [
+        permissive_crd::<cnpg::Backup>(true),
+        permissive_crd::<mariadb::Backup>(true),
+        permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
+        permissive_crd::<velero::Backup>(true),
+        permissive_crd::<velero::DeleteBackupRequest>(true),
+    ] {
+        let _ = crds.create(&PostParams::default(), &crd).await;
+    }
+    p.h.spawn_ready(
+        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
+            .args(["--failed-backup-ttl=2s", "--debounce=200ms"]),
+        READY,
+    )
+    .await
+    .unwrap();
+    eventually_within(
+        "the failed BackupJob and its EtcdSnapshot deleted",
+        DATAPLANE_DEADLINE,
+        || async {
+            let gone = jobs.get_opt("bad-key").await.ok()?.is_none();
+            (gone && names().await.len() == 1).then_some(())
+        },
+    )
+    .await;
+    let left = names().await;
+    assert!(
+        kept.iter().flatten().any(|v| left.contains(v)),
+        "the good job's EtcdSnapshot stays: {left:?} (driverMetadata {kept:?})"
+    );
+    assert!(jobs.get_opt("nightly").await.unwrap().is_some());
+    let catalog: Vec<String> = Api::<Backup>::namespaced(p.h.client(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    assert_eq!(catalog, ["nightly"], "no catalog Backup of the failed job");
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "the object untouched");
+    harness::rbac::assert_allowed(&p.h.audit(), "retention-cleaner");
     p.h.cleanup().await.unwrap();
 }

@@ -87,6 +87,14 @@ fn kinds() -> Vec<(&'static str, ApiResource)> {
 /// `Kind/[ns/]name` → spec and the Ready condition / phase of every object of the rendered kinds,
 /// with the run's bucket name (it carries the BucketClaim's uid) replaced by `<bucket>`.
 async fn end_state(client: &kube::Client) -> BTreeMap<String, Value> {
+    read_end_state(client)
+        .await
+        .unwrap_or_else(|e| panic!("reading the end state: {e}"))
+}
+
+/// [`end_state`], or the first error: the test's own connections may be reset by the API
+/// server outage the chaos run stages, so a wait for the settled state reads again.
+async fn read_end_state(client: &kube::Client) -> Result<BTreeMap<String, Value>, kube::Error> {
     let claim: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "tenant-root",
@@ -94,14 +102,13 @@ async fn end_state(client: &kube::Client) -> BTreeMap<String, Value> {
     );
     let uid = claim
         .get_opt("bucket-cozy-backups")
-        .await
-        .unwrap()
+        .await?
         .and_then(|c| c.metadata.uid)
         .unwrap_or_else(|| "-".into());
     let mut out = BTreeMap::new();
     for (kind, ar) in kinds() {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        for o in api.list(&ListParams::default()).await.unwrap().items {
+        for o in api.list(&ListParams::default()).await?.items {
             let ns = o
                 .metadata
                 .namespace
@@ -130,7 +137,7 @@ async fn end_state(client: &kube::Client) -> BTreeMap<String, Value> {
             );
         }
     }
-    out
+    Ok(out)
 }
 
 /// Every default object exists, rendered from COSI's endpoint, `cozy-default` is Ready and Velero
@@ -188,7 +195,7 @@ async fn run(chaos: bool) -> Outcome {
     let state = eventually_within("the platform settled", SETTLE, || {
         let client = client.clone();
         async move {
-            let state = end_state(&client).await;
+            let state = read_end_state(&client).await.ok()?;
             settled(&state).then_some(state)
         }
     })
