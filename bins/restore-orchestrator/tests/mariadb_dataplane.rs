@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use api::backups::BackupJob;
 use api::thirdparty::{apps, mariadb};
-use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, MariaDbConn, apply};
 use harness::{DaemonSpec, Harness, eventually_within};
 use kube::api::{Api, PostParams};
 use kube::core::ApiResource;
@@ -49,26 +49,7 @@ async fn start() -> (support::Platform, DataPlane) {
         .spawn_dataplane("s3,cosi,mariadb", &["--cosi-delay-ms=10"])
         .await
         .unwrap();
-    h.spawn_ready(
-        DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-            .args([format!("--endpoint={}", dp.http)]),
-        READY,
-    )
-    .await
-    .unwrap();
-    h.spawn_ready(
-        DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-            "--source-namespace=tenant-root".to_owned(),
-            "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
-            format!("--endpoint={}", dp.http),
-            "--region=us-east-1".to_owned(),
-            "--force-path-style=true".to_owned(),
-            "--system-namespaces=cozy-velero".to_owned(),
-        ]),
-        READY,
-    )
-    .await
-    .unwrap();
+    h.spawn_renderer_and_projector(&dp, READY).await.unwrap();
     for name in ["backup-runner", "restore-orchestrator"] {
         h.spawn_ready(DaemonSpec::new(name, bin(name)), READY)
             .await
@@ -92,79 +73,14 @@ async fn apply_server(p: &support::Platform, name: &str, annotations: serde_json
 
 /// MariaDB application `name` and the operator MariaDB its chart renders; returns the server's
 /// connection once it accepts connections.
-async fn mariadb_app(p: &support::Platform, name: &str) -> Conn {
+async fn mariadb_app(p: &support::Platform, name: &str) -> MariaDbConn {
     p.app::<apps::MariaDB>(name, json!({"replicas": 1})).await;
-    apply_server(p, name, json!({})).await;
-    let server = format!("mariadb-{name}");
-    let servers = p.h.dynamic::<mariadb::MariaDB>(TENANT);
-    eventually_within(
-        &format!("MariaDB {server} Ready"),
-        DATAPLANE_DEADLINE,
-        || {
-            let servers = servers.clone();
-            let server = server.clone();
-            async move {
-                let s = servers.get_opt(&server).await.ok()??;
-                let ready = s.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                ready.then_some(())
-            }
-        },
-    )
-    .await;
-    let secret =
-        p.h.secret_data(TENANT, &format!("{server}-credentials"))
-            .await
-            .expect("the connection Secret");
-    Conn {
-        host: secret["host"].clone(),
-        port: secret["port"].clone(),
-        password: secret["root"].clone(),
-    }
+    p.h.ready_mariadb(TENANT, name).await
 }
 
-/// Where a server listens and its root password, as its Secret says.
-struct Conn {
-    host: String,
-    port: String,
-    password: String,
-}
-
-impl Conn {
-    /// Runs SQL with the `mariadb` client over TCP as root (the password in the environment,
-    /// never in argv); panics with the client's message on failure.
-    fn sql(&self, sql: &str) -> String {
-        let out = std::process::Command::new("mariadb")
-            .env("MYSQL_PWD", &self.password)
-            .args([
-                "--no-defaults",
-                "--protocol=tcp",
-                "-h",
-                &self.host,
-                "-P",
-                &self.port,
-                "-u",
-                "root",
-                "--batch",
-                "--skip-column-names",
-                "-e",
-                sql,
-            ])
-            .output()
-            .expect("mariadb");
-        assert!(
-            out.status.success(),
-            "mariadb {sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn rows(&self) -> String {
-        self.sql("SELECT GROUP_CONCAT(item ORDER BY id) FROM shop.orders")
-    }
+/// The rows of `shop.orders`, by id.
+fn rows(db: &MariaDbConn) -> String {
+    db.sql("SELECT GROUP_CONCAT(item ORDER BY id) FROM shop.orders")
 }
 
 /// The objects under `prefix` in the platform bucket, as files of the S3 server.
@@ -256,9 +172,9 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
     )
     .await;
     p.succeeded(TENANT, "to-copy").await;
-    assert_eq!(copy.rows(), "apples,pears,plums");
+    assert_eq!(rows(&copy), "apples,pears,plums");
     assert_eq!(
-        shop.rows(),
+        rows(&shop),
         "apples,pears,plums,later",
         "the source untouched"
     );
@@ -267,7 +183,7 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
     p.restore(TENANT, "in-place", "nightly", None, serde_json::Value::Null)
         .await;
     p.succeeded(TENANT, "in-place").await;
-    assert_eq!(shop.rows(), "apples,pears,plums");
+    assert_eq!(rows(&shop), "apples,pears,plums");
 
     // The dump gone from the bucket: the restore Job finds nothing and the RestoreJob fails with
     // its words; the server keeps its rows.
@@ -279,7 +195,7 @@ async fn mariadb_dump_lands_in_s3_and_restores_into_a_copy_and_in_place() {
         message.contains("no valid backup files were found under \"tenant-acme/shop/\""),
         "{message}"
     );
-    assert_eq!(shop.rows(), "apples,pears,plums");
+    assert_eq!(rows(&shop), "apples,pears,plums");
     let mut p = p;
     p.h.cleanup().await.unwrap();
 }
@@ -563,7 +479,7 @@ async fn mariadb_orchestrator_killed_mid_restore_converges_to_one_restore() {
         list[0].data["spec"]["mariaDbRef"]["name"],
         "mariadb-shop-copy"
     );
-    assert_eq!(copy.rows(), "apples,pears");
-    assert_eq!(shop.rows(), "apples,pears,later", "the source untouched");
+    assert_eq!(rows(&copy), "apples,pears");
+    assert_eq!(rows(&shop), "apples,pears,later", "the source untouched");
     p.h.cleanup().await.unwrap();
 }

@@ -84,25 +84,15 @@ impl Conn {
     /// Runs `sql` with the `mariadb` client over TCP as root (the password in the environment,
     /// never in argv); answers its output, trimmed.
     pub async fn sql(&self, sql: &str) -> anyhow::Result<String> {
-        let out = tokio::process::Command::new("mariadb")
-            .env("MYSQL_PWD", &self.password)
-            .args([
-                "--no-defaults",
-                "--protocol=tcp",
-                "-h",
-                &self.host,
-                "-P",
-                &self.port,
-                "-u",
-                "root",
-                "--batch",
-                "--skip-column-names",
-                "-e",
-                sql,
-            ])
-            .output()
-            .await
-            .context("running mariadb (hack/install-dataplane.sh installs it)")?;
+        let out = tokio::process::Command::from(harness::dataplane::mariadb_command(
+            &self.host,
+            &self.port,
+            &self.password,
+            sql,
+        ))
+        .output()
+        .await
+        .context("running mariadb (hack/install-dataplane.sh installs it)")?;
         anyhow::ensure!(
             out.status.success(),
             "mariadb on {} ({}:{}): {}",

@@ -123,6 +123,43 @@ impl Harness {
         self.secret_data(ns, &format!("{name}-app")).await.unwrap()["uri"].clone()
     }
 
+    /// The strategy-renderer and the credentials-projector as the data-plane tests run them: the
+    /// renderer with `dp`'s plain-HTTP S3 endpoint, the projector copying the platform bucket's
+    /// credentials (`tenant-root/bucket-cozy-backups-system-credentials`) to tenants and
+    /// `cozy-velero`; each waited for (`ready`).
+    pub async fn spawn_renderer_and_projector(
+        &mut self,
+        dp: &DataPlane,
+        ready: Duration,
+    ) -> Result<(), Error> {
+        self.spawn_ready(
+            DaemonSpec::new(
+                "strategy-renderer",
+                crate::locate_binary("strategy-renderer")?,
+            )
+            .args([format!("--endpoint={}", dp.http)]),
+            ready,
+        )
+        .await?;
+        self.spawn_ready(
+            DaemonSpec::new(
+                "credentials-projector",
+                crate::locate_binary("credentials-projector")?,
+            )
+            .args([
+                "--source-namespace=tenant-root".to_owned(),
+                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
+                format!("--endpoint={}", dp.http),
+                "--region=us-east-1".to_owned(),
+                "--force-path-style=true".to_owned(),
+                "--system-namespaces=cozy-velero".to_owned(),
+            ]),
+            ready,
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Applies the operator `MariaDB` the chart renders for application `app` (`mariadb-<app>`,
     /// its root password in `mariadb-<app>-credentials`), waits (up to [`DATAPLANE_DEADLINE`]) for
     /// it to be Ready and returns how to reach it, as its connection Secret says.
@@ -253,22 +290,7 @@ impl MariaDbConn {
     /// Runs SQL with the `mariadb` client over TCP as root (batch mode, no column names; the
     /// password in the environment, never in argv); panics with the client's message on failure.
     pub fn sql(&self, sql: &str) -> String {
-        let out = std::process::Command::new("mariadb")
-            .env("MYSQL_PWD", &self.password)
-            .args([
-                "--no-defaults",
-                "--protocol=tcp",
-                "-h",
-                &self.host,
-                "-P",
-                &self.port,
-                "-u",
-                "root",
-                "--batch",
-                "--skip-column-names",
-                "-e",
-                sql,
-            ])
+        let out = mariadb_command(&self.host, &self.port, &self.password, sql)
             .output()
             .expect("mariadb");
         assert!(
@@ -278,6 +300,27 @@ impl MariaDbConn {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
+}
+
+/// The `mariadb` client running `sql` on `host:port` over TCP as root, in batch mode without column
+/// names; the password in the environment (`MYSQL_PWD`), never in argv.
+pub fn mariadb_command(host: &str, port: &str, password: &str, sql: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("mariadb");
+    cmd.env("MYSQL_PWD", password).args([
+        "--no-defaults",
+        "--protocol=tcp",
+        "-h",
+        host,
+        "-P",
+        port,
+        "-u",
+        "root",
+        "--batch",
+        "--skip-column-names",
+        "-e",
+        sql,
+    ]);
+    cmd
 }
 
 /// Processes whose command line mentions `dir` (PostgreSQL servers, barman commands).

@@ -56,26 +56,7 @@ impl Platform {
             .spawn_dataplane("s3,cosi,cnpg,flux", &["--cosi-delay-ms=10"])
             .await
             .unwrap();
-        h.spawn_ready(
-            DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-                .args([format!("--endpoint={}", dp.http)]),
-            READY,
-        )
-        .await
-        .unwrap();
-        h.spawn_ready(
-            DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-                "--source-namespace=tenant-root".to_owned(),
-                "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
-                format!("--endpoint={}", dp.http),
-                "--region=us-east-1".to_owned(),
-                "--force-path-style=true".to_owned(),
-                "--system-namespaces=cozy-velero".to_owned(),
-            ]),
-            READY,
-        )
-        .await
-        .unwrap();
+        h.spawn_renderer_and_projector(&dp, READY).await.unwrap();
         h.spawn_ready(
             DaemonSpec::new("backup-runner", bin("backup-runner")),
             READY,
