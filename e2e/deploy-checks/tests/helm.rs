@@ -599,12 +599,18 @@ async fn helm_installs_upgrades_and_uninstalls_on_kube_apiserver() {
         "--set",
         "leaseServer.tls.generate=true",
     ];
+    // With a Cozystack values file as it is: upstream's chart defaults.
+    let upstream = values_file("upstream-defaults.yaml", UPSTREAM_DEFAULTS)
+        .display()
+        .to_string();
     let mut install = vec![
         "install",
         "cozy-backups",
         chart.as_str(),
         "--create-namespace",
         "--take-ownership",
+        "-f",
+        upstream.as_str(),
     ];
     install.extend_from_slice(&base);
     helm_on(&h, &helm, &install);
