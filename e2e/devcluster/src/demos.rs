@@ -294,6 +294,41 @@ pub(crate) async fn within(
     }
 }
 
+/// Creates BackupJob `name` of application `kind`/`app` through `cozy-default` (or finds it from an
+/// earlier run), says so under `title`, and waits for it to end; fails unless it succeeded.
+pub(crate) async fn adhoc_backup_succeeded(
+    client: &kube::Client,
+    title: &str,
+    (kind, app): (&str, &str),
+    name: &str,
+) -> anyhow::Result<()> {
+    let jobs: Api<api::backups::BackupJob> = Api::namespaced(client.clone(), TENANT);
+    let fresh = crate::created(
+        &jobs,
+        serde_json::json!({
+            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
+            "metadata": {"name": name, "namespace": TENANT},
+            "spec": {"backupClassName": "cozy-default", "applicationRef": {
+                "apiGroup": "apps.cozystack.io", "kind": kind, "name": app}}}),
+    )
+    .await
+    .with_context(|| format!("creating BackupJob {name}"))?;
+    println!(
+        "{title}: BackupJob {TENANT}/{name} of {app} {}",
+        if fresh { "created" } else { "exists already" }
+    );
+    let job = wait_terminal(&jobs, name, "backup-runner").await?;
+    let status = job.status.unwrap_or_default();
+    let phase = status.phase.unwrap_or_default();
+    anyhow::ensure!(
+        phase == api::contract::phases::SUCCEEDED,
+        "BackupJob {TENANT}/{name} ended {phase}: {}",
+        status.message.unwrap_or_default()
+    );
+    println!("  BackupJob {TENANT}/{name}: {phase}");
+    Ok(())
+}
+
 /// Waits for RestoreJob `name` to end and fails unless it succeeded.
 pub(crate) async fn restore_succeeded(
     restores: &Api<api::backups::RestoreJob>,

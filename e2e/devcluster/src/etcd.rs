@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::{TENANT, created, wait_terminal};
+use crate::{TENANT, created};
 
 /// The tenant's Etcd application (and its HelmRelease).
 pub const APP: &str = "etcd";
@@ -144,32 +144,9 @@ pub fn client_line(kubeconfig: &str) -> String {
 
 /// The demo: back the cluster up, change a key, restore in place, show the key.
 pub async fn demo(client: &kube::Client, kubeconfig: &str) -> anyhow::Result<()> {
-    use api::backups::{Backup, BackupJob, RestoreJob};
+    use api::backups::{Backup, RestoreJob};
     let backup = "etcd-adhoc";
-    let jobs: Api<BackupJob> = Api::namespaced(client.clone(), TENANT);
-    let fresh = created(
-        &jobs,
-        json!({
-            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
-            "metadata": {"name": backup, "namespace": TENANT},
-            "spec": {"backupClassName": "cozy-default", "applicationRef": {
-                "apiGroup": "apps.cozystack.io", "kind": "Etcd", "name": APP}}}),
-    )
-    .await
-    .with_context(|| format!("creating BackupJob {backup}"))?;
-    println!(
-        "Demo (Etcd): BackupJob {TENANT}/{backup} of {APP} {}",
-        if fresh { "created" } else { "exists already" }
-    );
-    let job = wait_terminal(&jobs, backup, "backup-runner").await?;
-    let status = job.status.unwrap_or_default();
-    let phase = status.phase.unwrap_or_default();
-    anyhow::ensure!(
-        phase == api::contract::phases::SUCCEEDED,
-        "BackupJob {TENANT}/{backup} ended {phase}: {}",
-        status.message.unwrap_or_default()
-    );
-    println!("  BackupJob {TENANT}/{backup}: {phase}");
+    crate::demos::adhoc_backup_succeeded(client, "Demo (Etcd)", ("Etcd", APP), backup).await?;
     let artifact = Api::<Backup>::namespaced(client.clone(), TENANT)
         .get(backup)
         .await

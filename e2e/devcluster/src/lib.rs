@@ -54,7 +54,7 @@ pub use demos::{
     DEMO_BACKUPJOB, DEMO_DEADLINE, DEMO_RESTOREJOB, demo_backup, demo_failed_cleanup_seen,
     demo_failed_cleanup_start, demo_restore, demo_status,
 };
-pub(crate) use demos::{restore_succeeded, wait_terminal, within};
+pub(crate) use demos::{restore_succeeded, within};
 pub use seed::{
     SAMPLE_SQL, install_app_crds, seed_platform_objects, seed_sample_rows, seed_tenant,
 };

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::{TENANT, created, wait_terminal};
+use crate::{TENANT, created};
 
 /// The seeded MariaDB application with sample rows.
 pub const APP: &str = "shop-db";
@@ -182,34 +182,12 @@ pub async fn demo(
     dataplane: &std::path::Path,
     kubeconfig: &str,
 ) -> anyhow::Result<()> {
-    use api::backups::{Backup, BackupJob, RestoreJob};
+    use api::backups::{Backup, RestoreJob};
     let shop = conn(client, APP).await?;
     let copy = conn(client, COPY).await?;
     let backup = "shop-db-adhoc";
-    let jobs: Api<BackupJob> = Api::namespaced(client.clone(), TENANT);
-    let fresh = created(
-        &jobs,
-        json!({
-            "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "BackupJob",
-            "metadata": {"name": backup, "namespace": TENANT},
-            "spec": {"backupClassName": "cozy-default", "applicationRef": {
-                "apiGroup": "apps.cozystack.io", "kind": "MariaDB", "name": APP}}}),
-    )
-    .await
-    .with_context(|| format!("creating BackupJob {backup}"))?;
-    println!(
-        "Demo (MariaDB): BackupJob {TENANT}/{backup} of {APP} {}",
-        if fresh { "created" } else { "exists already" }
-    );
-    let job = wait_terminal(&jobs, backup, "backup-runner").await?;
-    let status = job.status.unwrap_or_default();
-    let phase = status.phase.unwrap_or_default();
-    anyhow::ensure!(
-        phase == api::contract::phases::SUCCEEDED,
-        "BackupJob {TENANT}/{backup} ended {phase}: {}",
-        status.message.unwrap_or_default()
-    );
-    println!("  BackupJob {TENANT}/{backup}: {phase}");
+    crate::demos::adhoc_backup_succeeded(client, "Demo (MariaDB)", ("MariaDB", APP), backup)
+        .await?;
     let catalog = Api::<Backup>::namespaced(client.clone(), TENANT)
         .get(backup)
         .await
