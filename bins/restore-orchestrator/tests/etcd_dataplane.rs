@@ -600,26 +600,7 @@ async fn etcd_dataplane_failed_snapshot_expires_with_its_etcdsnapshot_and_the_bu
         .as_ref()
         .map(|m| m.values().cloned().collect::<Vec<_>>());
 
-    // The operators' kinds the cleaner lists before a failed job goes, as a cluster serves them
-    // (the etcd simulator installed its own).
-    let crds: Api<CustomResourceDefinition> = Api::all(p.h.client());
-    use api::thirdparty::{cnpg, mariadb, percona, permissive_crd, velero};
-    for crd in [
-        permissive_crd::<cnpg::Backup>(true),
-        permissive_crd::<mariadb::Backup>(true),
-        permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
-        permissive_crd::<velero::Backup>(true),
-        permissive_crd::<velero::DeleteBackupRequest>(true),
-    ] {
-        let _ = crds.create(&PostParams::default(), &crd).await;
-    }
-    p.h.spawn_ready(
-        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
-            .args(["--failed-backup-ttl=2s", "--debounce=200ms"]),
-        READY,
-    )
-    .await
-    .unwrap();
+    crate::dataplane::spawn_failed_job_cleaner(&mut p.h).await;
     eventually_within(
         "the failed BackupJob and its EtcdSnapshot deleted",
         DATAPLANE_DEADLINE,

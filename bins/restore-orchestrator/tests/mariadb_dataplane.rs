@@ -379,26 +379,7 @@ async fn mariadb_failed_dump_expires_with_its_operator_backup_and_the_bucket_unt
         "the failed job's operator Backup is left"
     );
 
-    // The operators' kinds the cleaner lists before a failed job goes, as a cluster serves them
-    // (the mariadb simulator installed its own).
-    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(p.h.client());
-    use api::thirdparty::{cnpg, etcd, percona, permissive_crd, velero};
-    for crd in [
-        permissive_crd::<cnpg::Backup>(true),
-        permissive_crd::<etcd::EtcdSnapshot>(true),
-        permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
-        permissive_crd::<velero::Backup>(true),
-        permissive_crd::<velero::DeleteBackupRequest>(true),
-    ] {
-        let _ = crds.create(&PostParams::default(), &crd).await;
-    }
-    p.h.spawn_ready(
-        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
-            .args(["--failed-backup-ttl=2s", "--debounce=200ms"]),
-        READY,
-    )
-    .await
-    .unwrap();
+    crate::dataplane::spawn_failed_job_cleaner(&mut p.h).await;
     let jobs: Api<BackupJob> = Api::namespaced(p.h.client(), TENANT);
     eventually_within(
         "the failed BackupJob and its operator Backup deleted",

@@ -19,6 +19,30 @@ pub fn bin(name: &str) -> std::path::PathBuf {
     harness::locate_binary(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The real retention-cleaner with a 2 s failed-job TTL, after serving every operator kind it lists
+/// before a failed job goes (those a simulator already installed stay as they are).
+pub async fn spawn_failed_job_cleaner(h: &mut Harness) {
+    use api::thirdparty::{cnpg, etcd, mariadb, percona, permissive_crd, velero};
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(h.client());
+    for crd in [
+        permissive_crd::<cnpg::Backup>(true),
+        permissive_crd::<etcd::EtcdSnapshot>(true),
+        permissive_crd::<mariadb::Backup>(true),
+        permissive_crd::<percona::PerconaServerMongoDBBackup>(true),
+        permissive_crd::<velero::Backup>(true),
+        permissive_crd::<velero::DeleteBackupRequest>(true),
+    ] {
+        let _ = crds.create(&PostParams::default(), &crd).await;
+    }
+    h.spawn_ready(
+        DaemonSpec::new("retention-cleaner", bin("retention-cleaner"))
+            .args(["--failed-backup-ttl=2s", "--debounce=200ms"]),
+        READY,
+    )
+    .await
+    .unwrap();
+}
+
 pub struct Platform {
     /// The emulator and the daemons.
     pub h: Harness,
