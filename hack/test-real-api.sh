@@ -24,6 +24,7 @@ SUITES=(
   "kubectl plugin status, window, backup, restore|cozy-backups-ctl|status::bad_input_is_named status::json_carries_every_field status::tables_match_the_golden_files window::prints_the_window_of_the_live_server_and_explains_a_missing_one jobs::backup_creates_a_job_and_waits_for_its_end jobs::restore_checks_the_window_before_creating_anything jobs::restore_errors_name_what_was_wrong kubectl_plugin::kubectl_runs_the_plugin"
   "deploy checks|deploy-checks|real_api::"
   "Helm chart install, upgrade, uninstall|deploy-checks|helm::helm_installs_upgrades_and_uninstalls_on_kube_apiserver"
+  "takeover from upstream's objects|deploy-checks|takeover::"
   "the backend itself and its differences from the emulator|harness|real_api::"
 )
 
