@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use api::backups::{BackupJob, RestoreJob};
 use api::thirdparty::{apps, mariadb};
 use backup_storage::s3::{Got, S3Client, S3Config};
-use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, apply};
-use harness::{DaemonSpec, Harness, eventually_within};
+use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, MariaDbConn};
+use harness::{DaemonSpec, Harness};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -55,46 +55,9 @@ fn rounds() -> usize {
         .unwrap_or(2)
 }
 
-/// Where a server listens and its root password, as its Secret says.
-struct Conn {
-    host: String,
-    port: String,
-    password: String,
-}
-
-impl Conn {
-    fn command(&self, program: &str) -> std::process::Command {
-        let mut cmd = std::process::Command::new(program);
-        cmd.env("MYSQL_PWD", &self.password).args([
-            "--no-defaults",
-            "--protocol=tcp",
-            "-h",
-            &self.host,
-            "-P",
-            &self.port,
-            "-u",
-            "root",
-        ]);
-        cmd
-    }
-
-    fn sql(&self, sql: &str) -> anyhow::Result<String> {
-        let out = self
-            .command("mariadb")
-            .args(["--batch", "--skip-column-names", "-e", sql])
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "mariadb {sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    }
-
-    /// Row count and an order-independent checksum of `shop.items`.
-    fn fingerprint(&self) -> anyhow::Result<String> {
-        self.sql("SELECT COUNT(*), SUM(CRC32(CONCAT(id, ':', payload))) FROM shop.items")
-    }
+/// Row count and an order-independent checksum of `shop.items`.
+fn fingerprint(db: &MariaDbConn) -> String {
+    db.sql("SELECT COUNT(*), SUM(CRC32(CONCAT(id, ':', payload))) FROM shop.items")
 }
 
 async fn start() -> (support::Platform, DataPlane) {
@@ -118,26 +81,7 @@ async fn start() -> (support::Platform, DataPlane) {
         .spawn_dataplane("s3,cosi,mariadb", &["--cosi-delay-ms=10"])
         .await
         .unwrap();
-    h.spawn_ready(
-        DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-            .args([format!("--endpoint={}", dp.http)]),
-        READY,
-    )
-    .await
-    .unwrap();
-    h.spawn_ready(
-        DaemonSpec::new("credentials-projector", bin("credentials-projector")).args([
-            "--source-namespace=tenant-root".to_owned(),
-            "--source-name=bucket-cozy-backups-system-credentials".to_owned(),
-            format!("--endpoint={}", dp.http),
-            "--region=us-east-1".to_owned(),
-            "--force-path-style=true".to_owned(),
-            "--system-namespaces=cozy-velero".to_owned(),
-        ]),
-        READY,
-    )
-    .await
-    .unwrap();
+    h.spawn_renderer_and_projector(&dp, READY).await.unwrap();
     for name in ["backup-runner", "restore-orchestrator"] {
         h.spawn_ready(DaemonSpec::new(name, bin(name)), READY)
             .await
@@ -147,44 +91,9 @@ async fn start() -> (support::Platform, DataPlane) {
 }
 
 /// MariaDB application `name` and its operator MariaDB; the server's connection once it is Ready.
-async fn mariadb_app(p: &support::Platform, name: &str) -> Conn {
+async fn mariadb_app(p: &support::Platform, name: &str) -> MariaDbConn {
     p.app::<apps::MariaDB>(name, json!({"replicas": 1})).await;
-    let server = format!("mariadb-{name}");
-    let servers = p.h.dynamic::<mariadb::MariaDB>(TENANT);
-    apply(
-        &servers,
-        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
-               "metadata": {"name": server, "namespace": TENANT},
-               "spec": {"replicas": 1,
-                        "rootPasswordSecretKeyRef": {"name": format!("{server}-credentials"), "key": "root"}}}),
-    )
-    .await;
-    eventually_within(
-        &format!("MariaDB {server} Ready"),
-        DATAPLANE_DEADLINE,
-        || {
-            let servers = servers.clone();
-            let server = server.clone();
-            async move {
-                let s = servers.get_opt(&server).await.ok()??;
-                s.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    .then_some(())
-            }
-        },
-    )
-    .await;
-    let secret =
-        p.h.secret_data(TENANT, &format!("{server}-credentials"))
-            .await
-            .expect("the connection Secret");
-    Conn {
-        host: secret["host"].clone(),
-        port: secret["port"].clone(),
-        password: secret["root"].clone(),
-    }
+    p.h.ready_mariadb(TENANT, name).await
 }
 
 /// Polls (every 20 ms) until `done` answers; times out at the data plane's deadline.
@@ -216,7 +125,7 @@ async fn s3_client(p: &support::Platform, dp: &DataPlane) -> anyhow::Result<S3Cl
 }
 
 /// `mariadb-dump … | gzip` of every user database into memory, then one upload.
-async fn backup_by_hand(src: &Conn, s3: &S3Client, key: &str) -> anyhow::Result<u64> {
+async fn backup_by_hand(src: &MariaDbConn, s3: &S3Client, key: &str) -> anyhow::Result<u64> {
     let script = "mariadb-dump --no-defaults --protocol=tcp -h \"$H\" -P \"$P\" -u root \
                   --single-transaction --events --routines --skip-add-locks \
                   --all-databases --ignore-database=mysql | gzip";
@@ -235,7 +144,7 @@ async fn backup_by_hand(src: &Conn, s3: &S3Client, key: &str) -> anyhow::Result<
 }
 
 /// The download, then `gunzip | mariadb` into `dst`.
-async fn restore_by_hand(dst: &Conn, s3: &S3Client, key: &str) -> anyhow::Result<()> {
+async fn restore_by_hand(dst: &MariaDbConn, s3: &S3Client, key: &str) -> anyhow::Result<()> {
     let Got::Bytes(bytes) = s3.get_capped(key, 1 << 30).await? else {
         anyhow::bail!("{key} not downloadable");
     };
@@ -320,19 +229,19 @@ async fn main() -> anyhow::Result<()> {
         "CREATE DATABASE shop;
          CREATE TABLE shop.items (id bigint AUTO_INCREMENT PRIMARY KEY, payload char(96) NOT NULL);
          INSERT INTO shop.items (payload) VALUES (CONCAT(MD5(RAND()), MD5(RAND()), MD5(RAND())))",
-    )?;
+    );
     for _ in 0..doublings() {
         src.sql(
             "INSERT INTO shop.items (payload)
              SELECT CONCAT(MD5(RAND()), MD5(RAND()), MD5(RAND())) FROM shop.items",
-        )?;
+        );
     }
-    let want = src.fingerprint()?;
-    src.sql("ANALYZE TABLE shop.items")?;
+    let want = fingerprint(&src);
+    src.sql("ANALYZE TABLE shop.items");
     let size = src.sql(
         "SELECT ROUND((data_length + index_length) / 1e6) FROM information_schema.tables
          WHERE table_schema = 'shop' AND table_name = 'items'",
-    )?;
+    );
     println!(
         "generated shop.items: {} rows, {size} MB on disk, in {:.1}s",
         want.split_whitespace().next().unwrap_or("?"),
@@ -382,7 +291,7 @@ async fn main() -> anyhow::Result<()> {
         hand_b.push(start.elapsed());
 
         // Restore through the daemons into the emptied copy.
-        copy.sql("DROP DATABASE IF EXISTS shop")?;
+        copy.sql("DROP DATABASE IF EXISTS shop");
         let restore = format!("bench-restore-{round}");
         let start = Instant::now();
         p.restore(
@@ -407,14 +316,14 @@ async fn main() -> anyhow::Result<()> {
             "{restore}: {:?}",
             job.status
         );
-        anyhow::ensure!(copy.fingerprint()? == want, "{restore}: the copy differs");
+        anyhow::ensure!(fingerprint(&copy) == want, "{restore}: the copy differs");
 
         // Restore by hand into the emptied copy.
-        copy.sql("DROP DATABASE IF EXISTS shop")?;
+        copy.sql("DROP DATABASE IF EXISTS shop");
         let start = Instant::now();
         restore_by_hand(&copy, &s3, &key).await?;
         hand_r.push(start.elapsed());
-        anyhow::ensure!(copy.fingerprint()? == want, "by hand: the copy differs");
+        anyhow::ensure!(fingerprint(&copy) == want, "by hand: the copy differs");
         println!(
             "round {round}: backup daemons {:.2}s, by hand {:.2}s; restore daemons {:.2}s, by hand {:.2}s",
             ours_b[round].as_secs_f64(),
