@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use api::backups::{Backup, BackupJob, RestoreJob};
+use api::backups::{Backup, RestoreJob};
 use backup_runner::records::{KEY_DATA, RECORD_ANNOTATION, RESTORED_LABEL};
 use harness::dataplane::{DATAPLANE_DEADLINE, DataPlane, MariaDbConn, apply, psql};
 use harness::{DaemonSpec, Harness, eventually_within};
@@ -82,27 +82,14 @@ async fn backup(h: &Harness, name: &str) {
 }
 
 async fn backup_of(h: &Harness, name: &str, kind: &str, app: &str) {
-    let job = BackupJob::test(name)
-        .for_app(kind, app)
-        .class("cozy-default")
-        .build();
-    h.create(TENANT, &job).await;
-    let jobs: Api<BackupJob> = Api::namespaced(h.client(), TENANT);
-    let done = eventually_within(
-        &format!("BackupJob {name} done"),
+    h.backup_succeeded(
+        TENANT,
+        name,
+        (kind, app),
+        "cozy-default",
         DATAPLANE_DEADLINE,
-        || async {
-            let j = jobs.get(name).await.ok()?;
-            j.status.as_ref()?.completed_at.as_ref()?;
-            Some(j)
-        },
     )
     .await;
-    assert_eq!(
-        done.status.unwrap().phase.as_deref(),
-        Some("Succeeded"),
-        "{name}"
-    );
 }
 
 fn rows(uri: &str) -> String {

@@ -119,31 +119,15 @@ impl Platform {
 
     /// Backs the application up through `cozy-default`; returns the catalog Backup.
     async fn backup(&self, name: &str) -> Backup {
-        let job = api::backups::BackupJob::test(name)
-            .for_app("Etcd", "etcd")
-            .class("cozy-default")
-            .build();
-        self.h.create(NS, &job).await;
-        let jobs: Api<api::backups::BackupJob> = Api::namespaced(self.h.client(), NS);
-        let done = eventually_within(
-            &format!("BackupJob {name} done"),
-            DATAPLANE_DEADLINE,
-            || {
-                let jobs = jobs.clone();
-                async move {
-                    let j = jobs.get(name).await.ok()?;
-                    j.status.as_ref()?.completed_at.as_ref()?;
-                    Some(j)
-                }
-            },
-        )
-        .await;
-        let status = done.status.unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Succeeded"), "{status:?}");
-        Api::<Backup>::namespaced(self.h.client(), NS)
-            .get(name)
+        self.h
+            .backup_succeeded(
+                NS,
+                name,
+                ("Etcd", "etcd"),
+                "cozy-default",
+                DATAPLANE_DEADLINE,
+            )
             .await
-            .unwrap()
     }
 
     /// The file of an `s3://bucket/key` object in the S3 server's directory.

@@ -81,6 +81,45 @@ impl Harness {
             .unwrap_or_else(|e| panic!("create {} in {namespace}: {e}", K::kind(&())))
     }
 
+    /// Runs BackupJob `name` of application `kind`/`app` in `namespace` through BackupClass
+    /// `class` until it ends (within `deadline`), asserts it `Succeeded`, and returns the catalog
+    /// Backup it wrote.
+    pub async fn backup_succeeded(
+        &self,
+        namespace: &str,
+        name: &str,
+        (kind, app): (&str, &str),
+        class: &str,
+        deadline: std::time::Duration,
+    ) -> api::backups::Backup {
+        use api::backups::{Backup, BackupJob};
+        let job = BackupJob::test(name)
+            .for_app(kind, app)
+            .class(class)
+            .build();
+        self.create(namespace, &job).await;
+        let jobs: Api<BackupJob> = Api::namespaced(self.client(), namespace);
+        let done = crate::eventually_within(
+            &format!("BackupJob {namespace}/{name} ended"),
+            deadline,
+            || async {
+                let j = jobs.get_opt(name).await.ok()??;
+                api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
+            },
+        )
+        .await;
+        assert_eq!(
+            done.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded"),
+            "BackupJob {namespace}/{name}: {:?}",
+            done.status
+        );
+        Api::<Backup>::namespaced(self.client(), namespace)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("the Backup of BackupJob {namespace}/{name}: {e}"))
+    }
+
     /// Creates a cluster-scoped object.
     pub async fn create_cluster<K>(&self, obj: &K) -> K
     where

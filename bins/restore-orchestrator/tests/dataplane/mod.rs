@@ -121,30 +121,15 @@ impl Platform {
 
     /// Runs a BackupJob of `orders-db` to `Succeeded`.
     pub async fn backup(&self, name: &str) {
-        let job = api::backups::BackupJob::test(name)
-            .for_app("Postgres", "orders-db")
-            .class("cozy-default")
-            .build();
-        self.h.create(TENANT, &job).await;
-        let jobs: Api<api::backups::BackupJob> = Api::namespaced(self.h.client(), TENANT);
-        let done = eventually_within(
-            &format!("BackupJob {name} done"),
-            DATAPLANE_DEADLINE,
-            || {
-                let jobs = jobs.clone();
-                async move {
-                    let j = jobs.get(name).await.ok()?;
-                    j.status.as_ref()?.completed_at.as_ref()?;
-                    Some(j)
-                }
-            },
-        )
-        .await;
-        assert_eq!(
-            done.status.unwrap().phase.as_deref(),
-            Some("Succeeded"),
-            "backup {name}"
-        );
+        self.h
+            .backup_succeeded(
+                TENANT,
+                name,
+                ("Postgres", "orders-db"),
+                "cozy-default",
+                DATAPLANE_DEADLINE,
+            )
+            .await;
     }
 
     /// The seed's PITR scenario on `orders-db`: table `orders` with `before` (ids from 1), the base

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use api::backups::{Backup, BackupJob, RestoreJob};
+use api::backups::{Backup, RestoreJob};
 use harness::dataplane::apply;
 use harness::{DaemonSpec, Harness, eventually_within};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -281,27 +281,9 @@ impl Platform {
         app: &str,
         class: &str,
     ) -> Backup {
-        let job = BackupJob::test(name)
-            .for_app(kind, app)
-            .class(class)
-            .build();
-        self.h.create(namespace, &job).await;
-        let jobs: Api<BackupJob> = Api::namespaced(self.h.client(), namespace);
-        let done = eventually_within(&format!("BackupJob {name} terminal"), WAIT, || async {
-            let j = jobs.get_opt(name).await.ok()??;
-            api::contract::phases::is_terminal(j.status.as_ref()?.phase.as_deref()).then_some(j)
-        })
-        .await;
-        assert_eq!(
-            done.status.as_ref().unwrap().phase.as_deref(),
-            Some("Succeeded"),
-            "{:?}",
-            done.status
-        );
-        Api::<Backup>::namespaced(self.h.client(), namespace)
-            .get(name)
+        self.h
+            .backup_succeeded(namespace, name, (kind, app), class, WAIT)
             .await
-            .unwrap()
     }
 
     /// The RestoreJobs of `namespace`.
