@@ -403,3 +403,25 @@ mod tests {
         );
     }
 }
+
+/// Ours: restore drills (`Plan.spec.verification`), run by the restore-orchestrator.
+pub mod drills {
+    /// Label on every object a drill creates (the scratch application, its RestoreJob), value
+    /// `"true"`. An application carrying it belongs to no tenant: no Plan backs it up, retention
+    /// never governs it and no drill is run of it.
+    pub const LABEL: &str = "backups.cozystack.io/drill";
+    /// Label on a drill's objects: the Backup being verified.
+    pub const BACKUP_LABEL: &str = "backups.cozystack.io/drill.BackupName";
+    /// Annotation on a Backup while a drill of it runs: the drill's persisted state (JSON).
+    pub const STATE_ANNOTATION: &str = "backups.cozystack.io/drill-state";
+    /// Annotation on a Backup asking for one drill now (any value; removed when recorded).
+    pub const REQUEST_ANNOTATION: &str = "backups.cozystack.io/verify-requested";
+    /// The infix of a scratch application's name: `<app>-verify-<hash>`.
+    pub const NAME_INFIX: &str = "-verify-";
+    /// Condition type on a Backup: the last drill's result.
+    pub const VERIFIED: &str = "Verified";
+    /// `status.verification.result` of a drill that restored and checked the data.
+    pub const PASSED: &str = "Passed";
+    /// `status.verification.result` of a drill that could not.
+    pub const FAILED: &str = "Failed";
+}
