@@ -96,10 +96,35 @@ pub struct BackupStatus {
     /// the backup completed (new; upstream has no such field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recoverable_window: Option<RecoverableWindow>,
+    /// The last restore drill of this Backup (new; written by the restore-orchestrator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<BackupVerification>,
     /// Conditions, keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::meta::conditions_schema")]
     pub conditions: Vec<Condition>,
+}
+
+/// The outcome of the last restore drill of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupVerification {
+    /// When the drill's result was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verified_at: Option<Time>,
+    /// `Passed` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Passed", "Failed"]))]
+    pub result: Option<String>,
+    /// What was checked, or why the drill failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Seconds from the drill's start to its restore's terminal phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_seconds: Option<i64>,
+    /// Seconds the check took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_seconds: Option<i64>,
 }
 
 /// The recoverable span of a point-in-time archive.

@@ -64,6 +64,38 @@ pub struct PlanSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["Allow", "Forbid"]))]
     pub concurrency_policy: Option<String>,
+    /// Restore drills (new; upstream has none): how often the restore-orchestrator restores one of
+    /// this Plan's Backups into a scratch copy and checks the data (`docs/drills.md`). Unset runs
+    /// no drill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<PlanVerification>,
+}
+
+/// A Plan's restore drills: exactly one of `every` and `schedule` says when one is due.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.every) != has(self.schedule)", "message": "exactly one of verification.every and verification.schedule must be set"}]))]
+pub struct PlanVerification {
+    /// A drill is due once this many successful Backups of the Plan were taken since the last
+    /// verified one (1: every Backup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub every: Option<i32>,
+    /// A drill is due at each slot of this cron expression (the Plan's dialect: 5 fields or a
+    /// descriptor, optionally `CRON_TZ=<zone> `); it verifies the newest successful Backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub schedule: Option<String>,
+    /// PostgreSQL: a query that must return at least one row in the restored application
+    /// database (e.g. `SELECT 1 FROM orders LIMIT 1`). Unset: the server accepts connections and
+    /// `pg_database` lists the application's database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub sql: Option<String>,
+    /// The deadline of one drill (restore and check), in seconds; 3600 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i64>,
 }
 
 /// A Plan's schedule.
