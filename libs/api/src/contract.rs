@@ -51,6 +51,10 @@ pub mod labels {
     pub const SAFETY_BACKUP: &str = "backups.cozystack.io/safety-backup";
     /// Ours: the RestoreJob a safety backup was taken for.
     pub const SAFETY_BACKUP_FOR: &str = "backups.cozystack.io/safety-backup.RestoreJobName";
+    /// Ours: marks the cnpg Backup a CNPG point-in-time restore took of its source Cluster to
+    /// force a WAL switch (its archive must cover the recovery target); the value is the
+    /// RestoreJob's name.
+    pub const WAL_SWITCH_FOR: &str = "backups.cozystack.io/wal-switch.RestoreJobName";
     /// Ours: a catalog `Backup` re-created from its record in the bucket (value `"true"`).
     pub const RESTORED_FROM_CATALOG: &str = "backups.cozystack.io/restored-from-catalog";
 }
@@ -132,6 +136,9 @@ pub mod condition_types {
     pub const RECOVERY_WINDOW_CHECKED: &str = "RecoveryWindowChecked";
     /// Ours, RestoreJob (CNPG in place): the live database was backed up before the purge.
     pub const SAFETY_BACKUP_READY: &str = "SafetyBackupReady";
+    /// Ours, RestoreJob (CNPG PITR): the WAL archive covers a recovery target that lay past the
+    /// newest archived point, before anything was changed.
+    pub const RECOVERY_TARGET_ARCHIVED: &str = "RecoveryTargetArchived";
     /// Plan: the cron schedule does not parse (`PlanConditionError`).
     pub const PLAN_ERROR: &str = "Error";
 }
@@ -225,6 +232,12 @@ pub mod reasons {
     /// Ours, `SafetyBackupReady=False` (terminal): the safety backup failed or timed out, so the
     /// live database was not purged.
     pub const SAFETY_BACKUP_FAILED: &str = "SafetyBackupFailed";
+    /// Ours, `RecoveryTargetArchived=False`: a WAL switch of the source was asked for and the
+    /// restore waits for the archive to pass the recovery target.
+    pub const WAITING_FOR_WAL_SWITCH: &str = "WaitingForWALSwitch";
+    /// Ours, `RecoveryTargetArchived=True`: the recoverable window now ends at or after the
+    /// recovery target.
+    pub const ARCHIVE_COVERS_TARGET: &str = "ArchiveCoversTarget";
 
     // Credentials projection (`CredentialsProjected` condition and failure metric labels).
     /// The source Secret does not exist (transient).
@@ -392,6 +405,8 @@ mod tests {
             reasons::SAFETY_BACKUP_RUNNING,
             reasons::SAFETY_BACKUP_COMPLETED,
             reasons::SAFETY_BACKUP_FAILED,
+            reasons::WAITING_FOR_WAL_SWITCH,
+            reasons::ARCHIVE_COVERS_TARGET,
             reasons::PROJECTED,
             reasons::API_ERROR,
         ] {
