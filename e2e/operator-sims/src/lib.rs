@@ -199,6 +199,9 @@ pub struct Args {
     /// S3: HTTPS listen address (the external ingress endpoint, dev CA).
     #[arg(long, env = "S3_HTTPS_ADDR", default_value = "127.0.0.1:0")]
     pub s3_https_addr: std::net::SocketAddr,
+    /// S3: listen address of the fault-switch admin endpoint (`GET`/`PUT /faults`).
+    #[arg(long, env = "S3_ADMIN_ADDR", default_value = "127.0.0.1:0")]
+    pub s3_admin_addr: std::net::SocketAddr,
     /// CNPG: directory of the PostgreSQL binaries.
     #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub pg_bin_dir: std::path::PathBuf,
@@ -247,6 +250,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "dataDir": args.data_dir,
             "s3HttpAddr": args.s3_http_addr.to_string(),
             "s3HttpsAddr": args.s3_https_addr.to_string(),
+            "s3AdminAddr": args.s3_admin_addr.to_string(),
             "pgBinDir": args.pg_bin_dir,
             "pgUser": args.pg_user,
             "cnpgRecoveryRetryMs": args.cnpg_recovery_retry_ms,
@@ -268,6 +272,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 dir: data_dir.path().join("s3"),
                 http_addr: args.s3_http_addr,
                 https_addr: args.s3_https_addr,
+                admin_addr: args.s3_admin_addr,
             })
             .await?,
         )

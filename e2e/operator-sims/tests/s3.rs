@@ -7,7 +7,9 @@
 
 use std::process::Command;
 
-use operator_sims::s3::{Options, S3Server};
+use std::time::{Duration, Instant};
+
+use operator_sims::s3::{FaultMode, Faults, Options, S3Server, put_faults};
 
 /// Debian's Python, which carries the `python3-boto3` package barman-cli-cloud depends on.
 const PYTHON: &str = "/usr/bin/python3";
@@ -18,7 +20,8 @@ import os, sys, boto3, botocore
 endpoint, bucket, ak, sk, ca = sys.argv[1:6]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
                   region_name="us-east-1", verify=(ca if ca != "-" else None),
-                  config=botocore.config.Config(s3={"addressing_style": "path"}))
+                  config=botocore.config.Config(s3={"addressing_style": "path"},
+                                                retries={"total_max_attempts": 1}))
 mode = sys.argv[6]
 try:
     if mode == "roundtrip":
@@ -42,6 +45,8 @@ except botocore.exceptions.ClientError as e:
     print("client-error", e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"])
 except botocore.exceptions.SSLError as e:
     print("ssl-error", "CERTIFICATE_VERIFY_FAILED" in str(e))
+except botocore.exceptions.EndpointConnectionError as e:
+    print("connection-error")
 "#;
 
 fn boto3(endpoint: &str, bucket: &str, ak: &str, sk: &str, ca: &str, mode: &str) -> String {
@@ -65,6 +70,7 @@ async fn boto3_round_trip_and_real_refusals() {
         dir: dir.clone(),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         https_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
     })
     .await
     .unwrap();
@@ -249,4 +255,182 @@ async fn cosi_keys_authenticate_and_rotated_keys_fail() {
     let log = h.daemon("operator-sims").unwrap().log();
     assert!(!log.contains(&sk), "a secret key reached the log");
     h.cleanup().await.unwrap();
+}
+
+/// One raw HTTP/1.1 request over loopback: (status line, headers, body).
+async fn raw(addr: &str, request: &str) -> std::io::Result<(String, String, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(request.as_bytes()).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    Ok((
+        status.to_owned(),
+        headers.to_ascii_lowercase(),
+        body.to_owned(),
+    ))
+}
+
+fn host(url: &str) -> String {
+    url.split_once("://")
+        .map(|(_, h)| h)
+        .unwrap_or(url)
+        .to_owned()
+}
+
+/// The fault switches, each set through the admin endpoint and switched back: `unavailable` gets
+/// boto3 (and a raw request) S3's 503 `ServiceUnavailable` XML; `stop` refuses connections on both
+/// listeners and cuts an open one, and switching back serves on the same ports again; `delayMs`
+/// holds each request that long. A malformed switch is refused with what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_switches_refuse_delay_and_come_back() {
+    let dir = std::env::temp_dir().join(format!("s3-faults-{}", std::process::id()));
+    let server = S3Server::start(&Options {
+        dir: dir.clone(),
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        https_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+    })
+    .await
+    .unwrap();
+    server.ensure_bucket("bucket-f").unwrap();
+    server.registry().grant("AKF", "secret-f", "bucket-f");
+    let e = server.endpoints().clone();
+    assert!(e.admin.starts_with("http://127.0.0.1:"), "{}", e.admin);
+    assert_eq!(
+        operator_sims::s3::Endpoints::read(&dir).unwrap().admin,
+        e.admin,
+        "endpoints.json names the admin endpoint"
+    );
+    let ca = e.ca_file.display().to_string();
+    let list = |endpoint: String, ca: String| {
+        tokio::task::spawn_blocking(move || {
+            boto3(&endpoint, "bucket-f", "AKF", "secret-f", &ca, "list")
+        })
+    };
+    let set = |f: Faults| {
+        let admin = e.admin.clone();
+        async move { put_faults(&admin, f).await.unwrap() }
+    };
+    assert_eq!(list(e.https.clone(), ca.clone()).await.unwrap(), "listed");
+
+    // 503 for every request, with S3's error document.
+    let unavailable = Faults {
+        mode: FaultMode::Unavailable,
+        delay_ms: 0,
+    };
+    assert_eq!(set(unavailable).await, unavailable);
+    assert_eq!(server.faults(), unavailable);
+    assert_eq!(
+        list(e.https.clone(), ca.clone()).await.unwrap(),
+        "client-error 503 ServiceUnavailable"
+    );
+    assert_eq!(
+        list(e.http.clone(), "-".into()).await.unwrap(),
+        "client-error 503 ServiceUnavailable"
+    );
+    let http = host(&e.http);
+    let (status, headers, body) = raw(
+        &http,
+        &format!("GET /bucket-f HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+    assert!(
+        headers.contains("content-type: application/xml"),
+        "{headers}"
+    );
+    assert!(
+        body.contains("<Error><Code>ServiceUnavailable</Code>"),
+        "{body}"
+    );
+    set(Faults::default()).await;
+    assert_eq!(list(e.https.clone(), ca.clone()).await.unwrap(), "listed");
+
+    // Stop: both listeners refuse connections and an open connection is cut.
+    let https = host(&e.https);
+    let mut open = tokio::net::TcpStream::connect(&http).await.unwrap();
+    set(Faults {
+        mode: FaultMode::Stop,
+        delay_ms: 0,
+    })
+    .await;
+    for addr in [&http, &https] {
+        harness::until(&format!("{addr} refuses connections"), || async {
+            matches!(
+                tokio::net::TcpStream::connect(addr).await,
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused
+            )
+        })
+        .await;
+    }
+    {
+        use tokio::io::AsyncReadExt as _;
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), open.read(&mut byte))
+            .await
+            .expect("the open connection was cut");
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "the open connection still delivers data: {read:?}"
+        );
+    }
+    assert_eq!(
+        list(e.https.clone(), ca.clone()).await.unwrap(),
+        "connection-error"
+    );
+    set(Faults::default()).await;
+    assert_eq!(
+        list(e.https.clone(), ca.clone()).await.unwrap(),
+        "listed",
+        "the same HTTPS port serves again"
+    );
+    assert_eq!(list(e.http.clone(), "-".into()).await.unwrap(), "listed");
+
+    // A delay before every request.
+    set(Faults {
+        mode: FaultMode::None,
+        delay_ms: 1500,
+    })
+    .await;
+    let t = Instant::now();
+    assert_eq!(list(e.https.clone(), ca.clone()).await.unwrap(), "listed");
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1500), "took {took:?}");
+    set(Faults::default()).await;
+    let t = Instant::now();
+    assert_eq!(list(e.https.clone(), ca.clone()).await.unwrap(), "listed");
+    println!(
+        "list with delayMs=1500: {took:?}; after switching back: {:?}",
+        t.elapsed()
+    );
+
+    // A malformed switch is refused, naming what is wrong, and changes nothing.
+    let admin = host(&e.admin);
+    let body = r#"{"mode":"broken"}"#;
+    let (status, _, answer) = raw(
+        &admin,
+        &format!(
+            "PUT /faults HTTP/1.1\r\nHost: {admin}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, "HTTP/1.1 400 Bad Request");
+    assert!(answer.contains("unknown variant `broken`"), "{answer}");
+    assert_eq!(server.faults(), Faults::default());
+    let (status, _, answer) = raw(
+        &admin,
+        &format!("GET /faults HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(answer.trim(), r#"{"mode":"none","delayMs":0}"#);
+    let _ = std::fs::remove_dir_all(&dir);
 }
