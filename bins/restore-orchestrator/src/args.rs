@@ -44,6 +44,11 @@ pub struct OrchestratorArgs {
     #[arg(long, env = "SAFETY_BACKUP_RETENTION", default_value = "168h", value_parser = runtime::duration::parse)]
     #[serde(serialize_with = "runtime::duration::serialize")]
     pub safety_backup_retention: Duration,
+    /// How often the leading replica advances running restore drills and starts due ones
+    /// (`Plan.spec.verification`, `docs/drills.md`).
+    #[arg(long, env = "DRILL_INTERVAL", default_value = "30s", value_parser = runtime::duration::parse)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub drill_interval: Duration,
 }
 
 #[cfg(test)]
@@ -56,6 +61,7 @@ mod tests {
         Args::command().debug_assert();
         let a = Args::parse_from(["restore-orchestrator"]);
         assert!(a.orchestrator.require_projection);
+        assert_eq!(a.orchestrator.drill_interval, Duration::from_secs(30));
         assert_eq!(a.orchestrator.concurrency, 16);
         assert_eq!(
             a.orchestrator.safety_backup_retention,

@@ -13,7 +13,8 @@
 //!  strategy CRs ─► every active job ─────────────────────────┘
 //! ```
 //!
-//! Modules: [`controller`] (reconcile, leases, fencing, the step executor), [`observe`] (what each
+//! Modules: [`controller`] (reconcile, leases, fencing, the step executor), [`drill`] (restore
+//! drills of `Plan.spec.verification`, leader only), [`observe`] (what each
 //! driver's decision reads), [`context`] (fresh reads and the job's writes), [`metrics`], [`args`].
 //! The decisions themselves are pure functions in `drivers::restore`.
 //!
@@ -24,6 +25,7 @@
 pub mod args;
 pub mod context;
 pub mod controller;
+pub mod drill;
 pub mod metrics;
 pub mod observe;
 
@@ -142,10 +144,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     metrics::describe();
-    let (_leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
+    let (leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let wctx = daemon.watch_context();
     let recorder = runtime::events::recorder(&client, COMPONENT, &args.lease);
+    let drills = drill::run::Drills::new(client.clone(), recorder.clone(), leader);
 
     let (jobs_store, jobs) = Watch::<RestoreJob>::new(client.clone())
         .strip_managed_fields()
@@ -214,9 +217,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         readiness: wctx.readiness.clone(),
     });
     let jobs = run_controller(controller, ctx, &wctx);
+    let drills = drills.run(args.orchestrator.drill_interval, wctx.shutdown.signaled());
     daemon
         .run(async move {
-            jobs.await;
+            futures::future::join(jobs, drills).await;
             Ok(())
         })
         .await

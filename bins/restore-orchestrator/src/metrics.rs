@@ -24,6 +24,12 @@ pub const PITR_DISTANCE: &str = "cozy_backups_restore_orchestrator_pitr_target_d
 /// Gauge: RestoreJobs this replica is driving (holds a work lease for).
 pub const IN_FLIGHT: &str = "cozy_backups_restore_orchestrator_restores_in_flight";
 
+/// Gauge `{namespace, application}`: when the newest `Passed` restore drill of an application a
+/// Plan drills was recorded (Unix seconds).
+pub const LAST_VERIFIED: &str = "cozy_backups_restore_orchestrator_last_verified_timestamp_seconds";
+/// Counter `{result}` (`passed`, `failed`): restore drills recorded.
+pub const VERIFICATIONS: &str = "cozy_backups_restore_orchestrator_verifications_total";
+
 /// Describes every metric.
 pub fn describe() {
     metrics::describe_counter!(
@@ -45,6 +51,11 @@ pub fn describe() {
         metrics::Unit::Seconds,
         "Distance of a point-in-time recovery target from the recoverable window's edge."
     );
+    metrics::describe_gauge!(
+        LAST_VERIFIED,
+        "When the newest passed restore drill of an application was recorded (Unix seconds)."
+    );
+    metrics::describe_counter!(VERIFICATIONS, "Restore drills recorded, by result.");
     metrics::describe_gauge!(
         IN_FLIGHT,
         "RestoreJobs this replica holds a work lease for."
