@@ -102,6 +102,7 @@ pub struct CnpgView {
     catalog: Vec<Backup>,
     safety_cnpg_backup: Option<Json>,
     safety_catalog: Option<Backup>,
+    wal_switch_backup: Option<Json>,
     pods: Vec<Json>,
 }
 
@@ -158,6 +159,13 @@ impl CnpgView {
                 )
                 .await?,
             safety_cnpg_backup: ctx.get(&cnpg_backups, Some(ns), &safety).await?,
+            wal_switch_backup: ctx
+                .get(
+                    &cnpg_backups,
+                    Some(ns),
+                    &restore::cnpg::wal_switch_backup_name(job),
+                )
+                .await?,
             pods: ctx.list(&resource("v1", "Pod"), ns, &by_cluster).await?,
             cluster,
             source_cluster,
@@ -201,6 +209,7 @@ async fn cnpg(
         catalog: &v.catalog,
         safety_cnpg_backup: v.safety_cnpg_backup.as_ref(),
         safety_catalog: v.safety_catalog.as_ref(),
+        wal_switch_backup: v.wal_switch_backup.as_ref(),
         pods: &v.pods,
         logs: carry.logs.as_deref(),
     }))

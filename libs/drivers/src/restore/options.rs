@@ -30,6 +30,10 @@ pub const DEFAULT_RESTORE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_WAL_ARCHIVE_TIMEOUT: Duration = Duration::from_secs(180);
 /// Default deadline of the safety backup taken before an in-place CNPG purge.
 pub const DEFAULT_SAFETY_BACKUP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default deadline for the WAL archive to reach a CNPG recovery target that lay past it, after a
+/// WAL switch was forced: CloudNativePG's `archive_timeout` (5 minutes) plus a minute, so even a
+/// switch Backup that cannot run leaves PostgreSQL's own timed switch time to land.
+pub const DEFAULT_WAL_SWITCH_TIMEOUT: Duration = Duration::from_secs(6 * 60);
 
 /// A decode error, already worded for the messages (`decode restoreJob.spec.options: …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,12 +191,13 @@ fn non_positive_timeouts(options: Option<&Json>, timeouts: &[(&str, Duration)]) 
 }
 
 /// The CNPG driver's option keys.
-pub const CNPG_KEYS: [&str; 5] = [
+pub const CNPG_KEYS: [&str; 6] = [
     "recoveryTime",
     "restoreTimeoutSeconds",
     "walArchiveTimeoutSeconds",
     "skipSafetyBackup",
     "safetyBackupTimeoutSeconds",
+    "walSwitchTimeoutSeconds",
 ];
 
 /// The option keys of MariaDB, Etcd and FoundationDB.
@@ -213,6 +218,10 @@ pub struct CnpgOptions {
     /// `safetyBackupTimeoutSeconds` (ours, default 30 minutes), from the safety backup's first
     /// `False`.
     pub safety_backup_timeout: Duration,
+    /// `walSwitchTimeoutSeconds` (ours, default 6 minutes): how long a `recoveryTime` past the
+    /// newest archived point may wait for the archive to reach it, from
+    /// `RecoveryTargetArchived`'s first `False`.
+    pub wal_switch_timeout: Duration,
 }
 
 impl Default for CnpgOptions {
@@ -223,6 +232,7 @@ impl Default for CnpgOptions {
             wal_archive_timeout: DEFAULT_WAL_ARCHIVE_TIMEOUT,
             skip_safety_backup: false,
             safety_backup_timeout: DEFAULT_SAFETY_BACKUP_TIMEOUT,
+            wal_switch_timeout: DEFAULT_WAL_SWITCH_TIMEOUT,
         }
     }
 }
@@ -241,6 +251,7 @@ fn decode_cnpg(options: Option<&Json>) -> Result<CnpgOptions, DecodeError> {
             int(o, "safetyBackupTimeoutSeconds")?,
             d.safety_backup_timeout,
         ),
+        wal_switch_timeout: timeout(int(o, "walSwitchTimeoutSeconds")?, d.wal_switch_timeout),
     })
 }
 
@@ -255,6 +266,7 @@ pub fn cnpg(options: Option<&Json>) -> Parsed<CnpgOptions> {
                     ("restoreTimeoutSeconds", DEFAULT_RESTORE_TIMEOUT),
                     ("walArchiveTimeoutSeconds", DEFAULT_WAL_ARCHIVE_TIMEOUT),
                     ("safetyBackupTimeoutSeconds", DEFAULT_SAFETY_BACKUP_TIMEOUT),
+                    ("walSwitchTimeoutSeconds", DEFAULT_WAL_SWITCH_TIMEOUT),
                 ],
             ),
         },
@@ -487,18 +499,20 @@ mod tests {
             (
                 Some(json!({"recoveryTime": "2026-01-01T00:00:00Z", "restoreTimeoutSeconds": 300,
                             "walArchiveTimeoutSeconds": 60, "skipSafetyBackup": true,
-                            "safetyBackupTimeoutSeconds": 120, "someFutureKey": {"x": 1}})),
+                            "safetyBackupTimeoutSeconds": 120, "walSwitchTimeoutSeconds": 45,
+                            "someFutureKey": {"x": 1}})),
                 CnpgOptions {
                     recovery_time: "2026-01-01T00:00:00Z".into(),
                     restore_timeout: Duration::from_secs(300),
                     wal_archive_timeout: Duration::from_secs(60),
                     skip_safety_backup: true,
                     safety_backup_timeout: Duration::from_secs(120),
+                    wal_switch_timeout: Duration::from_secs(45),
                 },
                 // Ours: the key it ignores is named.
                 vec![(
                     "UnknownRestoreOption",
-                    "spec.options.someFutureKey is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds)".into(),
+                    "spec.options.someFutureKey is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds, walSwitchTimeoutSeconds)".into(),
                 )],
             ),
             (
@@ -513,7 +527,7 @@ mod tests {
                 vec![
                     ("RestoreOptionIgnored", "spec.options.restoreTimeoutSeconds is 0, not a positive number of seconds; the default 30m0s applies".into()),
                     ("RestoreOptionIgnored", "spec.options.walArchiveTimeoutSeconds is -5, not a positive number of seconds; the default 3m0s applies".into()),
-                    ("UnknownRestoreOption", "spec.options.RECOVERYTIME is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds)".into()),
+                    ("UnknownRestoreOption", "spec.options.RECOVERYTIME is not a recognised CNPG restore option and was ignored (known: recoveryTime, restoreTimeoutSeconds, walArchiveTimeoutSeconds, skipSafetyBackup, safetyBackupTimeoutSeconds, walSwitchTimeoutSeconds)".into()),
                 ],
             ),
             (

@@ -9,6 +9,8 @@
 //!   ├─ PITR pre-flight (ours): recoveryTime before the window ─► Failed/RecoveryTargetBeforeWindow
 //!   ├─ WAL-archive gate: source cnpg Backup completed with endWal (gone counts as ready)
 //!   ├─ safety backup (ours, in place): cnpg Backup + catalog Backup of the live database
+//!   ├─ archive catch-up (ours): a recoveryTime past the archive ─► WAL switch (a cnpg Backup of
+//!   │   the source) ─► wait until the window reaches it, or Failed/RecoveryTargetUnreachable
 //!   ├─ suspend HelmRelease postgres-<target> ─► merge-patch the app ─► delete Cluster and PVCs
 //!   └─ wait until the Cluster and every labelled PVC are gone (HelmRelease still suspended)
 //!  TargetPurged=True/ClusterPurged ─► resume the HelmRelease (every pass from here)
@@ -23,12 +25,14 @@
 //!  window.rs    the recoverable window and the PITR pre-flight (RecoveryWindowChecked)
 //!  wal.rs       the WAL-archive gate (WALArchiveReady)
 //!  safety.rs    the safety backup of the live database (SafetyBackupReady)
+//!  switch.rs    the archive catch-up for a target past the window (RecoveryTargetArchived)
 //!  purge.rs     suspend, patch the application, delete the Cluster and PVCs, wait for them
 //!  patch.rs     the application patch (JSON merge patch of bootstrap, backup, users, databases)
 //!  converge.rs  TargetPurged, resume, health, the deadline and the recovery-log diagnosis
 //! ```
 //!
-//! Invariants: nothing is mutated before the pre-flight, the WAL gate and the safety backup pass;
+//! Invariants: nothing is mutated before the pre-flight, the WAL gate, the safety backup and the
+//! archive catch-up pass;
 //! the Cluster is deleted at most once per restore (the `TargetPurged` condition, and a recovery
 //! Cluster created strictly after `startedAt` is this restore's own); every wait has a deadline
 //! (restore, WAL gate, safety backup) that ends in an explained `Failed`; a refused patch or purge
@@ -40,6 +44,7 @@ mod converge;
 mod patch;
 mod purge;
 mod safety;
+mod switch;
 mod wal;
 mod window;
 
@@ -56,6 +61,7 @@ use serde_json::{Value as Json, json};
 pub use self::converge::{classify, recovery_pods};
 pub use self::patch::{app_patch, merge_patch_apply, merge_patch_diff};
 pub use self::safety::{safety_backup_name, safety_catalog_backup, safety_cnpg_backup};
+pub use self::switch::{wal_switch_backup_name, wal_switch_cnpg_backup};
 pub use self::wal::wal_archive_gate;
 pub use self::window::{Placement, place, recoverable_window};
 use super::options::CnpgOptions;
@@ -114,6 +120,8 @@ pub struct Observed<'a> {
     pub safety_cnpg_backup: Option<&'a Json>,
     /// The safety catalog Backup `<job>-safety` (`None`: not found).
     pub safety_catalog: Option<&'a Backup>,
+    /// The WAL-switch cnpg Backup [`wal_switch_backup_name`] (`None`: not found).
+    pub wal_switch_backup: Option<&'a Json>,
     /// Pods labelled `cnpg.io/cluster=postgres-<target>`.
     pub pods: &'a [Json],
     /// Recovery logs read in this pass, `(pod, read)` newest first (`None`: not read yet).
@@ -394,10 +402,12 @@ pub fn decide(o: &Observed<'_>) -> Step {
     };
     if !purged && !fresh {
         // 12.0 (ours) PITR pre-flight; 12a the WAL-archive gate; 12b (ours) the safety backup;
-        // 12b–e suspend, patch, purge and wait.
+        // 12b' (ours) the archive catch-up for a target past the window; 12b–e suspend, patch,
+        // purge and wait.
         proceed!(window::preflight(&p, &mut status));
         proceed!(wal::gate(&p, &mut status));
         proceed!(safety::backup(&p, &mut status));
+        proceed!(switch::catch_up(&p, &mut status));
         proceed!(purge::purge(&p, &mut status));
     }
     // 13–16. Record the purge, resume, converge or diagnose the deadline.

@@ -4,6 +4,7 @@ use super::*;
 use crate::restore::{Action, OnError};
 use api::TypedLocalObjectReference;
 use api::backups::BackupStatus;
+use api::contract::labels;
 use pretty_assertions::assert_eq;
 
 fn t(s: &str) -> Time {
@@ -27,6 +28,9 @@ struct World {
     catalog: Vec<Backup>,
     safety_cnpg_backup: Option<Json>,
     safety_catalog: Option<Backup>,
+    wal_switch_backup: Option<Json>,
+    /// The source Cluster when it is not the target's (a copy restore); `None`: the target's.
+    source_cluster: Option<Option<Json>>,
     pods: Vec<Json>,
     logs: Option<Vec<(String, LogRead)>>,
     /// What the executor did, in order.
@@ -97,6 +101,8 @@ fn world() -> World {
         catalog: vec![backup],
         safety_cnpg_backup: None,
         safety_catalog: None,
+        wal_switch_backup: None,
+        source_cluster: None,
         pods: Vec::new(),
         logs: None,
         log: Vec::new(),
@@ -117,10 +123,14 @@ impl World {
             helm_release: self.release.as_ref(),
             source_cnpg_backup: self.source_cnpg_backup.as_ref(),
             object_store: self.object_store.as_ref(),
-            source_cluster: self.cluster.as_ref(),
+            source_cluster: match &self.source_cluster {
+                Some(source) => source.as_ref(),
+                None => self.cluster.as_ref(),
+            },
             catalog: &self.catalog,
             safety_cnpg_backup: self.safety_cnpg_backup.as_ref(),
             safety_catalog: self.safety_catalog.as_ref(),
+            wal_switch_backup: self.wal_switch_backup.as_ref(),
             pods: &self.pods,
             logs: self.logs.as_deref(),
         })
@@ -192,7 +202,13 @@ impl World {
                     "create {kind} {}",
                     body["metadata"]["name"].as_str().unwrap()
                 ));
-                if kind == "Backup" && body["apiVersion"] == "postgresql.cnpg.io/v1" {
+                if kind == "Backup"
+                    && body["apiVersion"] == "postgresql.cnpg.io/v1"
+                    && body["metadata"]["labels"][labels::WAL_SWITCH_FOR].is_string()
+                {
+                    assert!(self.wal_switch_backup.is_none(), "a second switch Backup");
+                    self.wal_switch_backup = Some(body);
+                } else if kind == "Backup" && body["apiVersion"] == "postgresql.cnpg.io/v1" {
                     self.safety_cnpg_backup = Some(body);
                 } else {
                     self.safety_catalog = Some(serde_json::from_value(body).unwrap());
@@ -293,10 +309,14 @@ fn in_place_restore_end_to_end_purges_exactly_once() {
         ),
         "{window_message}"
     );
-    // The safety cnpg Backup completes: the catalog entry, then the purge choreography.
+    // The safety cnpg Backup completes (the plugin records its end on the ObjectStore, which
+    // moves the window past the target: the safety backup served as the WAL switch): the catalog
+    // entry, the archive catch-up without a switch Backup of its own, then the purge choreography.
     w.safety_cnpg_backup.as_mut().unwrap()["status"] = json!({
         "phase": "completed", "startedAt": "2026-03-01T10:00:02Z", "stoppedAt": "2026-03-01T10:00:05Z",
         "endWal": "000000010000000000000009"});
+    w.object_store.as_mut().unwrap()["status"]["serverRecoveryWindow"]["postgres-db"]["lastSuccessfulBackupTime"] =
+        json!("2026-03-01T10:00:05Z");
     w.log.clear();
     w.run("2026-03-01T10:00:10Z");
     assert_eq!(
@@ -304,13 +324,18 @@ fn in_place_restore_end_to_end_purges_exactly_once() {
         vec![
             "create Backup rj-safety",
             "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=True/SafetyBackupCompleted",
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=True/SafetyBackupCompleted RecoveryTargetArchived=True/ArchiveCoversTarget",
             "suspend postgres-db true",
             "patch db",
             "delete Cluster postgres-db",
             "delete-all PersistentVolumeClaim",
-            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=True/SafetyBackupCompleted TargetPurged=True/ClusterPurged",
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp SafetyBackupReady=True/SafetyBackupCompleted RecoveryTargetArchived=True/ArchiveCoversTarget TargetPurged=True/ClusterPurged",
             "suspend postgres-db false",
         ]
+    );
+    assert!(
+        w.wal_switch_backup.is_none(),
+        "the safety backup was the switch"
     );
     let safety = w.safety_catalog.clone().unwrap();
     assert_eq!(
@@ -839,5 +864,198 @@ fn a_refused_patch_or_purge_resumes_the_release() {
                 }
             ),
         ]
+    );
+}
+
+/// A copy restore (`db` into `copy`) with a target past the window, its source Cluster live.
+fn copy_past_the_window(recovery_time: &str, extra: Json) -> World {
+    let mut w = world();
+    w.job.metadata.uid = Some("0f1e2d3c-aaaa-bbbb-cccc-000000000000".into());
+    w.job.spec.target_application_ref =
+        Some(TypedLocalObjectReference::new("", "Postgres", "copy"));
+    let mut options = json!({"recoveryTime": recovery_time});
+    if let (Some(o), Some(e)) = (options.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    w.job.spec.options = Some(options);
+    w.app.as_mut().unwrap()["metadata"]["name"] = json!("copy");
+    let mut target = live_cluster("2026-02-01T00:00:00Z", false);
+    target["metadata"]["name"] = json!("postgres-copy");
+    w.cluster = Some(target);
+    w.source_cluster = Some(Some(live_cluster("2026-02-01T00:00:00Z", false)));
+    w
+}
+
+#[test]
+fn a_target_past_the_archive_forces_one_wal_switch_before_the_purge() {
+    let mut w = copy_past_the_window("2026-03-01T09:59:58Z", json!({}));
+    let requeue = w.run("2026-03-01T10:00:01Z");
+    assert_eq!(
+        w.log,
+        vec![
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow",
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp",
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp RecoveryTargetArchived=False/WaitingForWALSwitch",
+            "create Backup rj-wal-switch-0f1e2d3c",
+        ]
+    );
+    assert_eq!(
+        requeue,
+        Some(Duration::from_secs(5)),
+        "the window is polled"
+    );
+    let status = w.status();
+    let waiting = find_condition(&status.conditions, "RecoveryTargetArchived").unwrap();
+    assert_eq!(
+        waiting.message,
+        "recoveryTime 2026-03-01T09:59:58Z is past the newest archived point 2026-03-01T08:00:00Z of server \"postgres-db\"; forcing a WAL switch of cnpg.io/Cluster t/postgres-db (cnpg.io/Backup t/rj-wal-switch-0f1e2d3c) and waiting up to 6m0s for the archive to reach it before anything is changed"
+    );
+    let switch = w.wal_switch_backup.clone().unwrap();
+    assert_eq!(
+        switch["spec"]["cluster"]["name"], "postgres-db",
+        "the source"
+    );
+    assert_eq!(switch["spec"]["method"], "plugin");
+    assert_eq!(
+        switch["metadata"]["labels"],
+        json!({
+            "backups.cozystack.io/owned-by.BackupJobName": "rj",
+            "backups.cozystack.io/owned-by.BackupJobNamespace": "t",
+            "cnpg.io/cluster": "postgres-db",
+            "backups.cozystack.io/wal-switch.RestoreJobName": "rj",
+        })
+    );
+    assert_eq!(
+        switch["metadata"]["ownerReferences"][0]["uid"],
+        "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
+    );
+    // A restarted orchestrator (any number of passes) finds it by name: no second switch (the
+    // fake executor panics on one), nothing touched while the window is short of the target.
+    w.log.clear();
+    for now in ["2026-03-01T10:00:03Z", "2026-03-01T10:00:06Z"] {
+        w.run(now);
+    }
+    assert_eq!(w.log, Vec::<String>::new());
+    // The switch completes and the plugin records its end: the window covers the target.
+    w.wal_switch_backup.as_mut().unwrap()["status"] = json!({"phase": "completed"});
+    w.object_store.as_mut().unwrap()["status"]["serverRecoveryWindow"]["postgres-db"]["lastSuccessfulBackupTime"] =
+        json!("2026-03-01T10:00:07Z");
+    w.run("2026-03-01T10:00:08Z");
+    assert_eq!(
+        w.log,
+        vec![
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp RecoveryTargetArchived=True/ArchiveCoversTarget",
+            "suspend postgres-copy true",
+            "patch copy",
+            "delete Cluster postgres-copy",
+            "delete-all PersistentVolumeClaim",
+            "status Running RecoveryWindowChecked=True/RecoveryTargetAfterWindow WALArchiveReady=True/ArchiveCaughtUp RecoveryTargetArchived=True/ArchiveCoversTarget TargetPurged=True/ClusterPurged",
+            "suspend postgres-copy false",
+        ]
+    );
+    let status = w.status();
+    let covered = find_condition(&status.conditions, "RecoveryTargetArchived").unwrap();
+    assert_eq!(
+        covered.message,
+        "the archive of server \"postgres-db\" now reaches 2026-03-01T10:00:07Z (window 2026-03-01T08:00:00Z … 2026-03-01T10:00:07Z), at or past recoveryTime 2026-03-01T09:59:58Z after the WAL switch of cnpg.io/Backup t/rj-wal-switch-0f1e2d3c"
+    );
+    // The source's last archived WAL time counts as well (e.g. PostgreSQL's own timed switch).
+    let mut w = copy_past_the_window("2026-03-01T09:59:58Z", json!({}));
+    w.run("2026-03-01T10:00:01Z");
+    w.source_cluster.as_mut().unwrap().as_mut().unwrap()["status"]["lastArchivedWALTime"] =
+        json!("2026-03-01T09:59:59Z");
+    w.run("2026-03-01T10:00:02Z");
+    assert_eq!(
+        w.condition("RecoveryTargetArchived"),
+        Some((ConditionStatus::True, "ArchiveCoversTarget".into()))
+    );
+    assert_eq!(
+        w.condition("TargetPurged"),
+        Some((ConditionStatus::True, "ClusterPurged".into()))
+    );
+}
+
+#[test]
+fn an_archive_that_never_reaches_the_target_fails_unreachable_and_touches_nothing() {
+    let mut w = copy_past_the_window(
+        "2026-03-01T09:59:58Z",
+        json!({"walSwitchTimeoutSeconds": 20}),
+    );
+    w.run("2026-03-01T10:00:01Z");
+    w.wal_switch_backup.as_mut().unwrap()["status"] =
+        json!({"phase": "failed", "error": "upload failed: 503 ServiceUnavailable"});
+    assert_eq!(
+        w.run("2026-03-01T10:00:19Z"),
+        Some(Duration::from_secs(2)),
+        "the poll is capped by the deadline"
+    );
+    w.run("2026-03-01T10:00:22Z");
+    assert_eq!(w.status().phase.as_deref(), Some("Failed"));
+    let (reason, message) = w.ready();
+    assert_eq!(reason, "RecoveryTargetUnreachable");
+    assert_eq!(
+        message,
+        "point-in-time recovery target 2026-03-01T09:59:58Z is not covered by the WAL archive of server \"postgres-db\": the newest archived point is 2026-03-01T08:00:00Z (window 2026-03-01T08:00:00Z … 2026-03-01T08:00:00Z); the archive did not reach the target within the 20s deadline after a WAL switch was forced (cnpg.io/Backup t/rj-wal-switch-0f1e2d3c phase=\"failed\": upload failed: 503 ServiceUnavailable). Nothing was changed: t/copy is untouched (check the ContinuousArchiving condition of cnpg.io/Cluster t/postgres-db and its object storage; override the wait via spec.options.walSwitchTimeoutSeconds)"
+    );
+    assert_eq!(
+        w.condition("RecoveryTargetArchived"),
+        Some((ConditionStatus::False, "RecoveryTargetUnreachable".into()))
+    );
+    assert!(
+        !w.log
+            .iter()
+            .any(|l| l.starts_with("suspend") || l.starts_with("patch") || l.starts_with("delete")),
+        "{:?}",
+        w.log
+    );
+    assert!(w.cluster.is_some() && w.pvcs.len() == 1);
+
+    // No source Cluster, or one archiving elsewhere: nothing can archive the target; at once.
+    let mut w = copy_past_the_window("2026-03-01T09:59:58Z", json!({}));
+    w.source_cluster = Some(None);
+    w.run("2026-03-01T10:00:01Z");
+    assert_eq!(w.ready().0, "RecoveryTargetUnreachable");
+    assert!(
+        w.ready()
+            .1
+            .contains("; the source cnpg.io/Cluster t/postgres-db does not exist, so nothing can archive WAL past that point. Nothing was changed"),
+        "{}",
+        w.ready().1
+    );
+    let mut w = copy_past_the_window("2026-03-01T09:59:58Z", json!({}));
+    w.source_cluster.as_mut().unwrap().as_mut().unwrap()["spec"]["plugins"][0]["parameters"]["serverName"] =
+        json!("postgres-db-1a2b3c4d");
+    w.run("2026-03-01T10:00:01Z");
+    assert!(
+        w.ready().1.contains("the source cnpg.io/Cluster t/postgres-db archives under server \"postgres-db-1a2b3c4d\", so the archive of \"postgres-db\" cannot grow"),
+        "{}",
+        w.ready().1
+    );
+    assert!(w.wal_switch_backup.is_none() && w.cluster.is_some());
+}
+
+#[test]
+fn a_target_in_the_future_waits_for_it_before_switching() {
+    let mut w = copy_past_the_window("2026-03-01T10:00:30Z", json!({}));
+    assert_eq!(
+        w.run("2026-03-01T10:00:01Z"),
+        Some(Duration::from_secs(30)),
+        "wakes just after the target"
+    );
+    assert!(w.wal_switch_backup.is_none());
+    w.run("2026-03-01T10:00:31Z");
+    assert!(w.wal_switch_backup.is_some(), "{:?}", w.log);
+    // A non-positive deadline is ignored with a Warning, as for the other timeouts.
+    let mut w = copy_past_the_window(
+        "2026-03-01T09:59:58Z",
+        json!({"walSwitchTimeoutSeconds": 0}),
+    );
+    w.job.status = None;
+    w.run("2026-03-01T10:00:00Z");
+    assert!(
+        w.events.iter().any(|(r, n)| *r == "RestoreOptionIgnored"
+            && n == "spec.options.walSwitchTimeoutSeconds is 0, not a positive number of seconds; the default 6m0s applies"),
+        "{:?}",
+        w.events
     );
 }
