@@ -6,9 +6,14 @@
 //! RestoreJob (verbatim but for the Backup's name and the timestamp) into `orders-db-copy`, and in
 //! place twice; SQL shows exactly the rows committed before the timestamp; the safety backup of an
 //! in-place restore exists before the purge and restoring from it brings the pre-restore rows back.
-//! Then the edges: a target before the window is rejected at once, a target past the archive ends
-//! `RecoveryTargetUnreachable` from the real FATAL, the same with `pods/log` forbidden ends
-//! `RestoreFailed` with the note.
+//! Then the edges: a target before the window is rejected at once, and so is one in the future past
+//! the archive catch-up's deadline; a target after the last commit ends `RecoveryTargetUnreachable`
+//! from the real FATAL, the same with `pods/log` forbidden ends `RestoreFailed` with the note.
+//!
+//! A target seconds ago, past the archive (PostgreSQL's `archive_timeout` is 5 minutes): the
+//! restore forces a WAL switch before it purges, into a copy and in place; an object store that
+//! answers 503 fails it `RecoveryTargetUnreachable` with the target untouched; a kill -9 of the
+//! orchestrator while it waits for the switch creates no second one.
 
 use crate::dataplane;
 
@@ -196,19 +201,17 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
     assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
     assert_eq!(p.rows("orders-db").await, "tea,cups,marker,between,again");
 
-    // A target past the archive never converges: at the deadline the orchestrator reads the
-    // recovery pods' log to name the cause (PostgreSQL's FATAL on the emulator, whose simulated
-    // pods have logs; no kubelet runs them on kube-apiserver, whose answer is empty, so there the
-    // job ends RestoreFailed).
-    let future = (k8s_openapi::jiff::Timestamp::now()
-        + k8s_openapi::jiff::SignedDuration::from_hours(1))
-    .strftime("%Y-%m-%dT%H:%M:%SZ")
-    .to_string();
+    // A target after the last commit never converges (the WAL switch archives it, but PostgreSQL
+    // finds no commit past it): at the deadline the orchestrator reads the recovery pods' log to
+    // name the cause (PostgreSQL's FATAL on the emulator, whose simulated pods have logs; no
+    // kubelet runs them on kube-apiserver, whose answer is empty, so there the job ends
+    // RestoreFailed).
+    let quiet = mark(&uri).await;
     p.restore(
         "too-late",
         "after-undo",
         Some("orders-db-copy"),
-        json!({"recoveryTime": future, "restoreTimeoutSeconds": 15}),
+        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 15}),
     )
     .await;
     let job = p.terminal("too-late", DATAPLANE_DEADLINE).await;
@@ -280,20 +283,55 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
         .count();
     assert_eq!(touched, 0, "a rejected target changes nothing");
 
-    // Past the archive: PostgreSQL's FATAL in the recovery pod classifies the deadline.
+    // In the future, past the deadline for the archive to reach it: refused before anything is
+    // touched (no WAL switch can archive a point that has not happened yet).
     let future = (k8s_openapi::jiff::Timestamp::now()
         + k8s_openapi::jiff::SignedDuration::from_hours(1))
     .strftime("%Y-%m-%dT%H:%M:%SZ")
     .to_string();
+    let before = p.h.audit().requests.len();
     p.restore(
-        "too-late",
+        "in-the-future",
         "orders-db-adhoc",
         Some("orders-db-copy"),
         json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
     )
     .await;
+    let job = p.terminal("in-the-future", READY).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let (_, reason, message) = condition(&job, "Ready");
+    assert_eq!(reason, "RecoveryTargetUnreachable", "{message}");
+    assert!(message.contains("it lies in the future"), "{message}");
+    let (status, reason, _) = condition(&job, "RecoveryTargetArchived");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "RecoveryTargetUnreachable")
+    );
+    let audit = p.h.audit();
+    let touched = audit.requests[before..]
+        .iter()
+        .filter(|r| r.is_write() && r.user_agent.starts_with("restore-orchestrator/"))
+        .filter(|r| r.resource != "restorejobs" && r.resource != "events")
+        .count();
+    assert_eq!(touched, 0, "an unreachable target changes nothing");
+
+    // Past every commit: the WAL switch archives the target, but PostgreSQL finds no commit after
+    // it, reaches the end of the archive and gives up with its FATAL, which classifies the
+    // deadline. No commit follows `quiet` on orders-db until the in-place case below.
+    let quiet = mark(&uri).await;
+    p.restore(
+        "too-late",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 25}),
+    )
+    .await;
     let job = p.terminal("too-late", DATAPLANE_DEADLINE).await;
     assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    assert_eq!(
+        condition(&job, "RecoveryTargetArchived").1,
+        "ArchiveCoversTarget"
+    );
     let (status, reason, message) = condition(&job, "RecoveryConverged");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -315,7 +353,7 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
         "blind",
         "orders-db-adhoc",
         Some("orders-db-copy"),
-        json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
+        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 25}),
     )
     .await;
     let job = p.terminal("blind", DATAPLANE_DEADLINE).await;
@@ -347,15 +385,14 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
 
     // A failed in-place restore (the live Cluster purged, the recovery never converging) is undone
     // from its safety backup. The broken Cluster cannot be backed up, so the rescue skips that.
-    psql(
-        &p.uri("orders-db").await,
-        "INSERT INTO orders VALUES (2, 'precious')",
-    );
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "INSERT INTO orders VALUES (2, 'precious')");
+    let quiet = mark(&uri).await;
     p.restore(
         "doomed",
         "orders-db-adhoc",
         None,
-        json!({"recoveryTime": future, "restoreTimeoutSeconds": 25}),
+        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 25}),
     )
     .await;
     let job = p.terminal("doomed", DATAPLANE_DEADLINE).await;
@@ -620,6 +657,300 @@ async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
         .parse()
         .unwrap();
     assert!(token > 0);
+    harness::rbac::assert_allowed(&audit, "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}
+
+/// `now() - 2 s` on PostgreSQL's clock, to the second (RFC 3339), taken right after a write: with
+/// the write before it 3.2 s older, the target lies strictly between the two.
+async fn two_seconds_ago(uri: &str, before: &str, after: &str, id: &mut i32) -> String {
+    *id += 1;
+    psql(
+        uri,
+        &format!("INSERT INTO orders VALUES ({id}, '{before}')"),
+    );
+    // Wall-clock time must pass between the two writes for a target between them.
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    *id += 1;
+    psql(uri, &format!("INSERT INTO orders VALUES ({id}, '{after}')"));
+    psql(
+        uri,
+        "SELECT to_char((now() - interval '2 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+    )
+}
+
+/// The switch cnpg Backups the orchestrator created (`<job>-wal-switch-<uid>`).
+async fn switch_backups(p: &Platform) -> Vec<String> {
+    p.h.dynamic::<api::thirdparty::cnpg::Backup>(TENANT)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| {
+            b.labels()
+                .contains_key("backups.cozystack.io/wal-switch.RestoreJobName")
+        })
+        .map(|b| b.name_any())
+        .collect()
+}
+
+/// The S3 server's fault switches, through its admin endpoint.
+async fn s3_faults(p: &Platform, faults: operator_sims::s3::Faults) {
+    let endpoints = operator_sims::s3::Endpoints::read(&p.dp.data_dir.join("s3")).unwrap();
+    operator_sims::s3::put_faults(&endpoints.admin, faults)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_two_seconds_ago_restores_into_a_copy_and_in_place_without_archive_timeout() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    p.uri("orders-db-copy").await;
+    let mut id = 1;
+
+    // Into the copy: the target's WAL segment is still open (archive_timeout is 5 minutes).
+    let t = two_seconds_ago(&uri, "cups", "later", &mut id).await;
+    let start = std::time::Instant::now();
+    p.restore(
+        "recent-copy",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    let job = p.terminal("recent-copy", DATAPLANE_DEADLINE).await;
+    let copy_took = start.elapsed();
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(
+        condition(&job, "RecoveryWindowChecked").1,
+        "RecoveryTargetAfterWindow"
+    );
+    let (status, reason, message) = condition(&job, "RecoveryTargetArchived");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "ArchiveCoversTarget"),
+        "{message}"
+    );
+    assert_eq!(p.rows("orders-db-copy").await, "tea,cups");
+    let uid = job.uid().unwrap();
+    assert_eq!(
+        switch_backups(&p).await,
+        vec![format!("recent-copy-wal-switch-{}", &uid[..8])]
+    );
+
+    // In place: the safety backup of the live database is the WAL switch.
+    let t = two_seconds_ago(&uri, "spoons", "forks", &mut id).await;
+    let start = std::time::Instant::now();
+    p.restore(
+        "recent-in-place",
+        "orders-db-adhoc",
+        None,
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    let job = p.terminal("recent-in-place", DATAPLANE_DEADLINE).await;
+    let in_place_took = start.elapsed();
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(condition(&job, "SafetyBackupReady").0, "True");
+    assert_eq!(
+        condition(&job, "RecoveryTargetArchived").1,
+        "ArchiveCoversTarget"
+    );
+    assert_eq!(p.rows("orders-db").await, "tea,cups,later,spoons");
+    assert_eq!(
+        switch_backups(&p).await.len(),
+        1,
+        "no switch Backup of its own"
+    );
+    println!(
+        "restore to now-2s with archive_timeout=5min: into a copy {copy_took:?}, in place {in_place_took:?}"
+    );
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_that_cannot_catch_up_fails_unreachable_and_leaves_the_target_untouched() {
+    use operator_sims::s3::{FaultMode, Faults};
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    let copy = p.uri("orders-db-copy").await;
+    psql(&copy, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&copy, "INSERT INTO orders VALUES (1, 'the copy as it was')");
+    let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
+    let copy_uid = clusters.get("postgres-orders-db-copy").await.unwrap().uid();
+    let mut id = 1;
+    let t = two_seconds_ago(&uri, "cups", "later", &mut id).await;
+
+    // The object store answers 503 to everything: neither the switch nor the archiver gets
+    // through.
+    s3_faults(
+        &p,
+        Faults {
+            mode: FaultMode::Unavailable,
+            delay_ms: 0,
+        },
+    )
+    .await;
+    let before = p.h.audit().requests.len();
+    p.restore(
+        "stuck",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": t, "walSwitchTimeoutSeconds": 15}),
+    )
+    .await;
+    let job = p.terminal("stuck", DATAPLANE_DEADLINE).await;
+    s3_faults(&p, Faults::default()).await;
+    assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+    let (_, reason, message) = condition(&job, "Ready");
+    assert_eq!(reason, "RecoveryTargetUnreachable", "{message}");
+    for part in [
+        format!("point-in-time recovery target {t} is not covered by the WAL archive"),
+        "the newest archived point is ".to_owned(),
+        "within the 15s deadline after a WAL switch was forced".to_owned(),
+        "Nothing was changed: tenant-acme/orders-db-copy is untouched".to_owned(),
+    ] {
+        assert!(message.contains(&part), "{part:?} not in {message}");
+    }
+    println!("{message}");
+    let (status, reason, _) = condition(&job, "RecoveryTargetArchived");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "RecoveryTargetUnreachable")
+    );
+    // The target is as it was: same Cluster, same rows; the orchestrator wrote nothing but the
+    // job, its Events and the switch Backup.
+    assert_eq!(
+        clusters.get("postgres-orders-db-copy").await.unwrap().uid(),
+        copy_uid
+    );
+    assert_eq!(p.rows("orders-db-copy").await, "the copy as it was");
+    let audit = p.h.audit();
+    let writes: Vec<String> = audit.requests[before..]
+        .iter()
+        .filter(|r| r.is_write() && r.user_agent.starts_with("restore-orchestrator/"))
+        .filter(|r| r.resource != "restorejobs" && r.resource != "events")
+        .map(|r| format!("{} {}/{}", r.verb, r.group, r.resource))
+        .collect();
+    assert_eq!(writes, vec!["create postgresql.cnpg.io/backups"]);
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_waiting_for_the_wal_switch_creates_no_second_switch() {
+    let mut p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    p.uri("orders-db-copy").await;
+    // The source's Backups stay `started` until the annotation goes: the restore waits.
+    let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
+    let annotate = |value: serde_json::Value| {
+        let clusters = clusters.clone();
+        async move {
+            clusters
+                .patch(
+                    "postgres-orders-db",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                        "operator-sims.cozy-backups.io/hang": value}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    annotate(json!("true")).await;
+    let mut id = 1;
+    let t = two_seconds_ago(&uri, "cups", "later", &mut id).await;
+
+    // Killed right after the switch Backup is stored, before the orchestrator hears back.
+    let emu = p.h.emulator().unwrap();
+    emu.hold(harness::Hold {
+        verb: Some("create".into()),
+        group: Some("postgresql.cnpg.io".into()),
+        resource: Some("backups".into()),
+        subresource: Some(String::new()),
+        user_agent: Some("restore-orchestrator/".into()),
+    });
+    p.restore(
+        "switchy",
+        "orders-db-adhoc",
+        Some("orders-db-copy"),
+        json!({"recoveryTime": t}),
+    )
+    .await;
+    eventually_within(
+        "the switch Backup's create held",
+        DATAPLANE_DEADLINE,
+        || async { (p.h.emulator().unwrap().held() > 0).then_some(()) },
+    )
+    .await;
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.emulator().unwrap().release_holds();
+    p.h.restart("restore-orchestrator", READY).await.unwrap();
+
+    // Killed again while it waits for the hung switch; nothing is purged meanwhile.
+    let api = p.restores();
+    eventually_within("the restore waiting for the switch", READY, || {
+        let api = api.clone();
+        async move {
+            let job = api.get("switchy").await.ok()?;
+            let c = job
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "RecoveryTargetArchived")?;
+            (c.reason == "WaitingForWALSwitch").then_some(())
+        }
+    })
+    .await;
+    p.h.kill("restore-orchestrator").await.unwrap();
+    p.h.restart("restore-orchestrator", READY).await.unwrap();
+    assert_eq!(switch_backups(&p).await.len(), 1);
+    let job = api.get("switchy").await.unwrap();
+    assert!(!job.is_terminal(), "{:?}", job.status);
+    assert!(
+        clusters
+            .get_opt("postgres-orders-db-copy")
+            .await
+            .unwrap()
+            .is_some(),
+        "nothing purged before the window covers the target"
+    );
+
+    annotate(serde_json::Value::Null).await;
+    let job = p.terminal("switchy", DATAPLANE_DEADLINE).await;
+    assert_eq!(phase(&job), "Succeeded", "{:?}", job.status);
+    assert_eq!(p.rows("orders-db-copy").await, "tea,cups");
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "postgresql.cnpg.io", "backups"),
+        1,
+        "exactly one switch Backup"
+    );
+    assert_eq!(switch_backups(&p).await.len(), 1);
+    assert_eq!(
+        deletes(
+            &audit,
+            "postgresql.cnpg.io",
+            "clusters",
+            "postgres-orders-db-copy"
+        ),
+        1
+    );
     harness::rbac::assert_allowed(&audit, "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }

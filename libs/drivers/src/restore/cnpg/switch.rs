@@ -12,8 +12,8 @@
 //!  RecoveryWindowChecked=True/RecoveryTargetAfterWindow, RecoveryTargetArchived not True
 //!   ├─ window end ≥ target ─► RecoveryTargetArchived=True/ArchiveCoversTarget
 //!   ├─ first pass ─► RecoveryTargetArchived=False/WaitingForWALSwitch (the deadline starts)
-//!   ├─ past the deadline, or no source Cluster archiving under the server
-//!   │     ─► Failed RecoveryTargetUnreachable (nothing changed)
+//!   ├─ past the deadline, a target after the deadline, or no source Cluster archiving under
+//!   │   the server ─► Failed RecoveryTargetUnreachable (nothing changed)
 //!   ├─ target still in the future ─► wait until it has passed
 //!   ├─ no switch Backup ─► create cnpg Backup <job>-wal-switch-<uid> of the source Cluster
 //!   └─ wait (the window is re-read every pass)
@@ -219,6 +219,20 @@ pub(super) fn catch_up(p: &Pass<'_>, status: &mut RestoreJobStatus) -> ControlFl
             status,
             format!(
                 "the archive did not reach the target within the {} deadline after a WAL switch was forced ({switch})",
+                go_duration(deadline)
+            ),
+        );
+    }
+    let ends = k8s_openapi::jiff::SignedDuration::try_from(deadline)
+        .ok()
+        .and_then(|d| since.0.checked_add(d).ok());
+    if let Some(ends) = ends
+        && target.0 > ends
+    {
+        return unreachable(
+            status,
+            format!(
+                "it lies in the future, after the {} deadline for the archive to reach it ends ({ends})",
                 go_duration(deadline)
             ),
         );

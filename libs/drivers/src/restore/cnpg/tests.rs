@@ -1045,6 +1045,16 @@ fn a_target_in_the_future_waits_for_it_before_switching() {
     assert!(w.wal_switch_backup.is_none());
     w.run("2026-03-01T10:00:31Z");
     assert!(w.wal_switch_backup.is_some(), "{:?}", w.log);
+    // A target the deadline cannot reach fails at once, nothing touched.
+    let mut w = copy_past_the_window("2026-03-01T11:00:00Z", json!({}));
+    w.run("2026-03-01T10:00:01Z");
+    assert_eq!(w.status().phase.as_deref(), Some("Failed"));
+    assert!(
+        w.ready().1.contains("; it lies in the future, after the 6m0s deadline for the archive to reach it ends (2026-03-01T10:06:01Z). Nothing was changed: t/copy is untouched"),
+        "{}",
+        w.ready().1
+    );
+    assert!(w.wal_switch_backup.is_none() && w.cluster.is_some());
     // A non-positive deadline is ignored with a Warning, as for the other timeouts.
     let mut w = copy_past_the_window(
         "2026-03-01T09:59:58Z",
