@@ -57,7 +57,8 @@ pub mod event_reasons {
         api::contract::event_reasons::BACKUP_JOB_CREATE_REFUSED;
 }
 
-/// Counter `{result}`: schedule slots by outcome (`created`, `exists`, `missed`, `forbidden`, `refused`).
+/// Counter `{result}`: schedule slots by outcome (`created`, `exists`, `missed`, `forbidden`, `refused`,
+/// `scratch`).
 pub const SLOTS: &str = "cozy_backups_backup_runner_plan_slots_total";
 
 /// Longest wait before a Plan is evaluated again even when its next slot is further away, so a
@@ -306,11 +307,68 @@ async fn reconcile_plan(plan: &Plan, ctx: &Context, now: DateTime<Utc>) -> Resul
         .unwrap_or_else(Action::await_change))
 }
 
-/// Creates the due slot's job, unless the Plan forbids concurrent runs and one is still running.
+/// Why a Plan backs up nothing of the application whose labels are `labels`: a restore drill's
+/// scratch copy belongs to no tenant and is deleted when its drill ends (`None`: back it up).
+pub fn scratch_copy_note(
+    app: &str,
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<String> {
+    labels
+        .and_then(|l| l.get(api::contract::drills::LABEL))
+        .filter(|v| *v == "true")
+        .map(|_| {
+            format!(
+                "application {app} is a restore drill's scratch copy (label {}=true); no BackupJob is created for it",
+                api::contract::drills::LABEL
+            )
+        })
+}
+
+/// The labels of the Plan's application (`apps.cozystack.io` kinds only; `None` when it is not
+/// found or of another group).
+async fn application_labels(
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, Error> {
+    let r = &plan.spec.application_ref;
+    if r.api_group
+        .as_deref()
+        .is_some_and(|g| !g.is_empty() && g != api::contract::groups::APPS)
+    {
+        return Ok(None);
+    }
+    let resource = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+        api::contract::groups::APPS,
+        api::contract::groups::V1ALPHA1,
+        &r.kind,
+    ));
+    let ns = plan.namespace().unwrap_or_default();
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &resource);
+    match api.get_opt(&r.name).await {
+        Ok(o) => Ok(o.map(|o| o.metadata.labels.unwrap_or_default())),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(api_error(
+            "get the application of",
+            format!("{ns}/{}", plan.name_any()),
+        )(e)),
+    }
+}
+
+/// Creates the due slot's job, unless the Plan forbids concurrent runs and one is still running,
+/// or the application is a restore drill's scratch copy.
 async fn run_slot(plan: &Plan, job: &BackupJob, ctx: &Context) -> Result<(), Error> {
     let ns = plan.namespace().unwrap_or_default();
     let api: Api<BackupJob> = Api::namespaced(ctx.client.clone(), &ns);
     let job_name = job.name_any();
+    if let Some(note) = scratch_copy_note(
+        &plan.spec.application_ref.name,
+        application_labels(plan, ctx).await?.as_ref(),
+    ) {
+        metrics::counter!(SLOTS, "result" => "scratch").increment(1);
+        event(ctx, plan, EventType::Warning, "ScratchApplication", &note).await;
+        return Ok(());
+    }
     if plan.spec.concurrency_policy.as_deref() == Some(FORBID) {
         // Fresh from the API: the previous slot's job may be newer than any cache.
         let jobs = api
@@ -598,6 +656,20 @@ mod tests {
         let c = find_condition(&d.status.conditions, "Error").unwrap();
         assert_eq!((c.is_true(), c.reason.as_str()), (false, "CronSpecValid"));
         assert!(d.status.next_schedule_time.is_some());
+    }
+
+    #[test]
+    fn a_drills_scratch_copy_is_never_backed_up() {
+        let labelled = [(api::contract::drills::LABEL.to_owned(), "true".to_owned())].into();
+        let note = scratch_copy_note("db-verify-1234abcd", Some(&labelled)).unwrap();
+        assert!(
+            note.contains("db-verify-1234abcd is a restore drill's scratch copy"),
+            "{note}"
+        );
+        assert_eq!(scratch_copy_note("db", Some(&Default::default())), None);
+        assert_eq!(scratch_copy_note("db", None), None);
+        let other = [(api::contract::drills::LABEL.to_owned(), "false".to_owned())].into();
+        assert_eq!(scratch_copy_note("db", Some(&other)), None);
     }
 
     #[test]
