@@ -13,7 +13,8 @@
 //!   ├─ window end ≥ target ─► RecoveryTargetArchived=True/ArchiveCoversTarget
 //!   ├─ first pass ─► RecoveryTargetArchived=False/WaitingForWALSwitch (the deadline starts)
 //!   ├─ past the deadline, a target after the deadline, or no source Cluster archiving under
-//!   │   the server ─► Failed RecoveryTargetUnreachable (nothing changed)
+//!   │   the server ─► Failed RecoveryTargetUnreachable (nothing changed); no source Cluster and
+//!   │   nothing left to purge (purged before) ─► go on, as without the catch-up
 //!   ├─ target still in the future ─► wait until it has passed
 //!   ├─ no switch Backup ─► create cnpg Backup <job>-wal-switch-<uid> of the source Cluster
 //!   └─ wait (the window is re-read every pass)
@@ -117,6 +118,13 @@ pub(super) fn catch_up(p: &Pass<'_>, status: &mut RestoreJobStatus) -> ControlFl
     let Ok(target) = parse_rfc3339(raw).map(Time) else {
         return ControlFlow::Continue(());
     };
+    let live = o.source_cluster.filter(|c| !deleting(c));
+    // Purged already (by an earlier controller that did not record it): nothing is left to
+    // protect, and nothing can switch; the restore goes on, and the deadline's diagnosis names the
+    // cause if the target is never reached.
+    if live.is_none() && o.cluster.is_none() && o.pvcs.is_empty() {
+        return ControlFlow::Continue(());
+    }
     let window = recoverable_window(server, o.object_store, o.source_cluster, o.catalog);
     let end = window.as_ref().and_then(|w| w.to.clone());
     let fmt = |t: &Option<Time>| {
@@ -237,7 +245,6 @@ pub(super) fn catch_up(p: &Pass<'_>, status: &mut RestoreJobStatus) -> ControlFl
             ),
         );
     }
-    let live = o.source_cluster.filter(|c| !deleting(c));
     let Some(live) = live else {
         return unreachable(
             status,

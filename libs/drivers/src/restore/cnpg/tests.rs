@@ -1022,6 +1022,18 @@ fn an_archive_that_never_reaches_the_target_fails_unreachable_and_touches_nothin
         "{}",
         w.ready().1
     );
+    // In place, purged before by a controller that did not record it: nothing left to protect,
+    // the restore goes on as without the catch-up.
+    let mut w = world();
+    w.job.spec.options = Some(json!({"recoveryTime": "2026-03-01T09:59:58Z"}));
+    w.cluster = None;
+    w.pvcs.clear();
+    w.run("2026-03-01T10:00:01Z");
+    assert_eq!(
+        w.condition("TargetPurged"),
+        Some((ConditionStatus::True, "ClusterPurged".into()))
+    );
+    assert_eq!(w.condition("RecoveryTargetArchived"), None);
     let mut w = copy_past_the_window("2026-03-01T09:59:58Z", json!({}));
     w.source_cluster.as_mut().unwrap().as_mut().unwrap()["spec"]["plugins"][0]["parameters"]["serverName"] =
         json!("postgres-db-1a2b3c4d");
