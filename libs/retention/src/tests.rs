@@ -316,6 +316,46 @@ fn a_backup_named_by_a_running_restore_survives() {
 }
 
 #[test]
+fn a_backup_a_restore_drill_is_restoring_survives_and_the_drill_is_never_governed() {
+    // A restore drill's RestoreJob (labelled, into its scratch copy) floors its Backup like any
+    // running restore; nothing of the scratch copy is a Backup or BackupJob, so no Plan's policy
+    // reaches it.
+    let backups = daily("nightly", 2);
+    let (newest, oldest) = (name(&backups[0]), name(&backups[1]));
+    let mut drill = restore("db-verify-1234abcd", &oldest, None, Some(phases::RUNNING));
+    drill.metadata.labels = Some(BTreeMap::from([(
+        api::contract::drills::LABEL.to_owned(),
+        "true".to_owned(),
+    )]));
+    drill.spec.target_application_ref = Some(api::meta::TypedLocalObjectReference::new(
+        "apps.cozystack.io",
+        "Postgres",
+        "db-verify-1234abcd",
+    ));
+    let w = World {
+        plans: vec![plan(
+            "nightly",
+            "0 2 * * *",
+            RetentionPolicy {
+                keep_last: Some(1),
+                ..Default::default()
+            },
+        )],
+        restores: vec![drill],
+        backups,
+        ..Default::default()
+    };
+    let s = w.sweep(&Config::default());
+    assert_eq!(
+        summary(&s),
+        vec![
+            b(&newest, Keep, r::KEPT_BY_POLICY),
+            b(&oldest, Keep, r::KEPT_REFERENCED_BY_RESTORE),
+        ]
+    );
+}
+
+#[test]
 fn the_base_backup_a_running_point_in_time_restore_needs_survives() {
     // Four CNPG base backups of server t-db; a running restore recovers to a time between the
     // second-oldest and the second-newest stop, from the newest Backup.
