@@ -9,6 +9,7 @@ mod altinity;
 mod bad_input;
 mod cnpg;
 mod deploy;
+mod drills;
 mod etcd;
 mod etcd_dataplane;
 mod every_driver;

@@ -41,9 +41,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long the deletion of a drill's objects may take before the result is recorded anyway
 /// (with the objects still present named in the message).
 pub const CLEANUP_TIMEOUT: Duration = Duration::from_secs(600);
-/// The longest scratch application name: `postgres-<name>` must stay a valid Service name with
-/// room for CloudNativePG's suffixes.
-pub const MAX_SCRATCH_NAME_LEN: usize = 40;
+/// The longest scratch application name: CloudNativePG names the recovery Job of Cluster
+/// `postgres-<name>` `postgres-<name>-1-full-recovery`, which must stay within 63 characters.
+pub const MAX_SCRATCH_NAME_LEN: usize = 35;
 
 /// When drills of a Plan are due.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,6 +336,13 @@ impl State {
             check_seconds: self.check_seconds,
         }
     }
+}
+
+/// The RestoreJob's `restoreTimeoutSeconds` in a drill of deadline `timeout_seconds`: three
+/// quarters of it, so the restore fails with its driver's own diagnosis before the drill's
+/// deadline, leaving time for the check.
+pub fn restore_timeout_seconds(timeout_seconds: u64) -> u64 {
+    (timeout_seconds * 3 / 4).max(1)
 }
 
 /// Whole seconds from `from` to `to` (never negative).

@@ -11,10 +11,10 @@ use std::time::Duration;
 use api::backups::{Backup, Plan, PlanVerification, RestoreJob};
 use api::contract::{drills, groups, labels};
 use api::meta::{Condition, ConditionStatus, set_condition};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 use lease::{LeaderElector, Leadership};
@@ -319,10 +319,11 @@ impl Drills {
                     )
                 }
             } else {
+                let log = self.recovery_log(backup, &state.scratch).await;
                 state.conclude(
                     drills::FAILED,
                     format!(
-                        "the restore into the scratch application failed: {}",
+                        "the restore into the scratch application failed: {}{log}",
                         status.message.unwrap_or_else(|| "no message".into())
                     ),
                     now,
@@ -335,10 +336,11 @@ impl Drills {
                 .as_ref()
                 .and_then(|j| j.status.as_ref()?.phase.clone())
                 .unwrap_or_else(|| "not started".into());
+            let log = self.recovery_log(backup, &state.scratch).await;
             let failed = state.clone().conclude(
                 drills::FAILED,
                 format!(
-                    "the restore into the scratch application did not finish within {}s (RestoreJob {ns}/{} is {phase}); override via spec.verification.timeoutSeconds",
+                    "the restore into the scratch application did not finish within {}s (RestoreJob {ns}/{} is {phase}); override via spec.verification.timeoutSeconds{log}",
                     state.timeout_seconds, state.scratch
                 ),
                 now,
@@ -353,6 +355,67 @@ impl Drills {
             self.create_restore_job(backup, &state).await?;
         }
         Ok(())
+    }
+
+    /// PostgreSQL: the last lines of the scratch Cluster's newest recovery pod (barman's and
+    /// PostgreSQL's own words on why the recovery failed), as `; the recovery log ends: …`, or
+    /// nothing when there is no such pod or its log cannot be read.
+    async fn recovery_log(&self, backup: &Backup, scratch: &str) -> String {
+        if !is_cnpg(backup) {
+            return String::new();
+        }
+        let ns = backup.namespace().unwrap_or_default();
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let selector = format!(
+            "{}=postgres-{scratch},cnpg.io/jobRole=full-recovery",
+            labels::CNPG_CLUSTER
+        );
+        let Ok(list) = pods.list(&ListParams::default().labels(&selector)).await else {
+            return String::new();
+        };
+        // The newest attempt that ended (a running one has said little yet), else the newest.
+        let ended = |p: &&Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|ph| ph == "Failed" || ph == "Succeeded")
+        };
+        let key = |p: &&Pod| {
+            (
+                p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                p.name_any(),
+            )
+        };
+        let newest = list.items.iter().filter(ended).max_by_key(key);
+        let Some(newest) = newest.or_else(|| list.items.iter().max_by_key(key)) else {
+            return String::new();
+        };
+        let params = LogParams {
+            container: Some(RECOVERY_CONTAINER.into()),
+            tail_lines: Some(RECOVERY_LOG_LINES),
+            ..Default::default()
+        };
+        let Ok(text) = pods.logs(&newest.name_any(), &params).await else {
+            return String::new();
+        };
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.is_empty() {
+            return String::new();
+        }
+        let tail = lines.join(" | ");
+        let cut: String = tail
+            .chars()
+            .rev()
+            .take(RECOVERY_LOG_CHARS)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("; the recovery pod {}'s log ends: {cut}", newest.name_any())
     }
 
     /// Write 2: the scratch application, a copy of the source's spec (AlreadyExists is done).
@@ -411,6 +474,8 @@ impl Drills {
             "spec": {
                 "backupRef": {"name": backup.name_any()},
                 "targetApplicationRef": {"apiGroup": groups::APPS, "kind": app.kind, "name": state.scratch},
+                // The restore gives up (with its driver's diagnosis) before the drill's deadline.
+                "options": {"restoreTimeoutSeconds": super::restore_timeout_seconds(state.timeout_seconds)},
             },
         }))
         .map_err(|e| e.to_string())?;
@@ -730,6 +795,13 @@ impl Drills {
         }
     }
 }
+
+/// The container of a CloudNativePG recovery job.
+const RECOVERY_CONTAINER: &str = "full-recovery";
+/// Lines of the recovery log a failed drill quotes.
+const RECOVERY_LOG_LINES: i64 = 6;
+/// At most this many characters of them (the end).
+const RECOVERY_LOG_CHARS: usize = 1500;
 
 /// The rule of a drill asked for on a Backup whose Plan has no valid verification block.
 fn default_rule() -> Rule {

@@ -1,0 +1,365 @@
+//! Restore drills end to end on the real data plane (PostgreSQL, barman-cloud, the S3 server, the
+//! simulated CNPG and Flux) with the real daemons: a Plan with `verification.every: 1` has its
+//! Backup restored into a scratch copy, checked with its SQL and recorded `Passed`, every scratch
+//! object gone and the live database unchanged; a Backup whose base backup was deleted from the
+//! bucket by hand records `Failed` with barman's words; kill -9 of the orchestrator at each write
+//! of a drill leaves no scratch object and exactly one result.
+
+use crate::dataplane;
+
+use std::time::Duration;
+
+use api::backups::{Backup, BackupJob, Plan, RestoreJob};
+use api::contract::drills;
+use dataplane::*;
+use harness::dataplane::{DATAPLANE_DEADLINE, psql};
+use harness::{DaemonSpec, Harness, eventually_within};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+/// The drilled application. Short: the simulated CloudNativePG keeps each server's Unix socket
+/// under a directory named after its Cluster, and a socket path holds at most 107 bytes, so the
+/// scratch copy `postgres-db-verify-<hash>` must stay short in the harness's work directory.
+const APP: &str = "db";
+
+/// A whole drill: the copy restore (WAL gate, purge, recovery) and the check.
+const DRILL: Duration = Duration::from_secs(300);
+
+async fn platform() -> Platform {
+    Platform::start_with(async |_: &mut Harness| {
+        vec![
+            DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator"))
+                .args(["--drill-interval=1s"]),
+        ]
+    })
+    .await
+}
+
+/// Plan `name` of [`APP`] whose cron fires on New Year only, with `verification`.
+async fn plan(p: &Platform, name: &str, verification: serde_json::Value) {
+    let plan: Plan = serde_json::from_value(json!({
+    "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "Plan",
+    "metadata": {"name": name, "namespace": TENANT},
+    "spec": {
+        "applicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": APP},
+        "backupClassName": "cozy-default",
+        "schedule": {"type": "cron", "cron": "0 0 1 1 *"},
+        "verification": verification,
+    }}))
+    .unwrap();
+    p.h.create(TENANT, &plan).await;
+}
+
+/// Runs BackupJob `name` of [`APP`] for Plan `plan` (as the Plan's slot would) to Succeeded.
+async fn planned_backup(p: &Platform, name: &str, plan: &str) -> Backup {
+    let job = BackupJob::test(name)
+        .for_app("Postgres", APP)
+        .class("cozy-default")
+        .plan(plan)
+        .build();
+    p.h.create(TENANT, &job).await;
+    let backups: Api<Backup> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within(&format!("Backup {name} Ready"), DATAPLANE_DEADLINE, || {
+        let backups = backups.clone();
+        async move {
+            let b = backups.get_opt(name).await.ok()??;
+            (b.status.as_ref()?.phase.as_deref() == Some("Ready")).then_some(b)
+        }
+    })
+    .await
+}
+
+/// Waits for the Backup's recorded drill result.
+async fn verified(p: &Platform, name: &str, within: Duration) -> Backup {
+    let backups: Api<Backup> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within(&format!("Backup {name} verified"), within, || {
+        let backups = backups.clone();
+        async move {
+            let b = backups.get_opt(name).await.ok()??;
+            b.status.as_ref()?.verification.as_ref()?;
+            Some(b)
+        }
+    })
+    .await
+}
+
+fn verification(b: &Backup) -> (String, String) {
+    let v = b.status.as_ref().unwrap().verification.as_ref().unwrap();
+    (
+        v.result.clone().unwrap_or_default(),
+        v.message.clone().unwrap_or_default(),
+    )
+}
+
+/// The live table's rows, by id.
+fn rows(uri: &str) -> String {
+    psql(uri, "SELECT string_agg(item, ',' ORDER BY id) FROM orders")
+}
+
+/// Every object a drill of `b` may have made, still present (none after a drill).
+async fn scratch_objects(p: &Platform, b: &Backup) -> Vec<String> {
+    let scratch = restore_orchestrator::drill::scratch_name(APP, b.uid().as_deref().unwrap());
+    let cluster = format!("postgres-{scratch}");
+    let mut left = Vec::new();
+    let by_label = ListParams::default().labels(&format!("{}=true", drills::LABEL));
+    for j in Api::<RestoreJob>::namespaced(p.h.client(), TENANT)
+        .list(&by_label)
+        .await
+        .unwrap()
+        .items
+    {
+        left.push(format!("RestoreJob {}", j.name_any()));
+    }
+    let dynamic = |kind| -> Api<kube::api::DynamicObject> {
+        match kind {
+            "Postgres" => p.h.dynamic::<api::thirdparty::apps::Postgres>(TENANT),
+            "HelmRelease" => p.h.dynamic::<api::thirdparty::flux::HelmRelease>(TENANT),
+            "Cluster" => p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT),
+            _ => p.h.dynamic::<api::thirdparty::barman::ObjectStore>(TENANT),
+        }
+    };
+    for (kind, name) in [
+        ("Postgres", scratch.clone()),
+        ("HelmRelease", cluster.clone()),
+        ("Cluster", cluster.clone()),
+        ("ObjectStore", cluster.clone()),
+        ("ObjectStore", format!("{cluster}-recovery")),
+    ] {
+        if dynamic(kind).get_opt(&name).await.unwrap().is_some() {
+            left.push(format!("{kind} {name}"));
+        }
+    }
+    for a in dynamic("Postgres").list(&by_label).await.unwrap().items {
+        left.push(format!("Postgres {}", a.name_any()));
+    }
+    let by_cluster = ListParams::default().labels(&format!("cnpg.io/cluster={cluster}"));
+    for pvc in
+        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(p.h.client(), TENANT)
+            .list(&by_cluster)
+            .await
+            .unwrap()
+            .items
+    {
+        left.push(format!("PVC {}", pvc.name_any()));
+    }
+    for pod in Api::<k8s_openapi::api::core::v1::Pod>::namespaced(p.h.client(), TENANT)
+        .list(&by_cluster)
+        .await
+        .unwrap()
+        .items
+    {
+        left.push(format!("Pod {}", pod.name_any()));
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(p.h.client(), TENANT);
+    for s in secrets.list(&Default::default()).await.unwrap().items {
+        if s.name_any().starts_with(&cluster) {
+            left.push(format!("Secret {}", s.name_any()));
+        }
+    }
+    left
+}
+
+/// Waits until no object of a drill of `b` is left.
+async fn no_scratch_left(p: &Platform, b: &Backup) {
+    eventually_within("no scratch object left", DATAPLANE_DEADLINE, || async {
+        let left = scratch_objects(p, b).await;
+        left.is_empty().then_some(())
+    })
+    .await;
+}
+
+/// The writes by the orchestrator to the live application's objects (none in a drill).
+fn live_writes(p: &Platform) -> Vec<String> {
+    let audit = p.h.audit();
+    let mut out = Vec::new();
+    let cluster = format!("postgres-{APP}");
+    for (resource, name) in [
+        ("postgreses", APP),
+        ("helmreleases", &cluster),
+        ("clusters", &cluster),
+        ("objectstores", &cluster),
+    ] {
+        for r in audit.writes(None, resource, Some(TENANT), Some(name)) {
+            if r.user_agent.starts_with("restore-orchestrator/") {
+                out.push(format!("{} {resource} {name}", r.verb));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_cleans_up() {
+    let p = platform().await;
+    p.app(APP).await;
+    let uri = p.uri(APP).await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
+    plan(
+        &p,
+        "orders-drilled",
+        json!({"every": 1, "sql": "SELECT 1 FROM orders WHERE item = 'cups'", "timeoutSeconds": 240}),
+    )
+    .await;
+    let backup = planned_backup(&p, "db-planned", "orders-drilled").await;
+    let before = rows(&uri);
+
+    let b = verified(&p, "db-planned", DRILL).await;
+    let (result, message) = verification(&b);
+    assert_eq!(result, "Passed", "{message}");
+    assert!(
+        message.contains(
+            "the check query \"SELECT 1 FROM orders WHERE item = 'cups'\" returned 1 row(s)"
+        ),
+        "{message}"
+    );
+    let v = b.status.as_ref().unwrap().verification.clone().unwrap();
+    assert!(
+        v.restore_seconds.is_some() && v.check_seconds.is_some(),
+        "{v:?}"
+    );
+    let c = b
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == drills::VERIFIED)
+        .expect("a Verified condition");
+    assert!(c.is_true(), "{c:?}");
+    assert_eq!(c.reason, "DrillPassed");
+    assert!(
+        !b.annotations().contains_key(drills::STATE_ANNOTATION),
+        "the state is gone with the result"
+    );
+    assert!(
+        p.h.events_about(TENANT, "db-planned")
+            .await
+            .iter()
+            .any(|(_, r, _)| r == "VerificationPassed")
+    );
+
+    // Everything the drill made is gone, and it was made at all (the copy restore ran).
+    assert_eq!(scratch_objects(&p, &backup).await, Vec::<String>::new());
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by(
+            "restore-orchestrator/",
+            "backups.cozystack.io",
+            "restorejobs"
+        ),
+        1
+    );
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
+        1
+    );
+    // The live database and its objects are untouched.
+    assert_eq!(rows(&uri), before);
+    assert_eq!(before, "tea,cups");
+    assert_eq!(live_writes(&p), Vec::<String>::new());
+    // Nothing else is due: the one Backup was drilled once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        p.h.audit().creates_by(
+            "restore-orchestrator/",
+            "backups.cozystack.io",
+            "restorejobs"
+        ),
+        1
+    );
+    let mut p = p;
+    let admin =
+        p.h.daemon("restore-orchestrator")
+            .unwrap()
+            .admin()
+            .await
+            .unwrap();
+    let m = tokio::task::spawn_blocking(move || admin.metrics())
+        .await
+        .unwrap();
+    assert_eq!(
+        m.get(
+            "cozy_backups_restore_orchestrator_verifications_total",
+            &[("result", "passed")]
+        ),
+        Some(1.0)
+    );
+    let last = m
+        .get(
+            "cozy_backups_restore_orchestrator_last_verified_timestamp_seconds",
+            &[("namespace", TENANT), ("application", APP)],
+        )
+        .expect("the last-verified gauge");
+    assert_eq!(
+        last as i64,
+        v.last_verified_at.as_ref().unwrap().0.as_second()
+    );
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_of_a_backup_whose_base_backup_was_deleted_records_failed_with_barmans_words() {
+    let p = platform().await;
+    p.app(APP).await;
+    let uri = p.uri(APP).await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    // Drills of this Plan are due on New Year only: this one is asked for by hand.
+    plan(
+        &p,
+        "orders-lost",
+        json!({"schedule": "0 0 1 1 *", "timeoutSeconds": 100}),
+    )
+    .await;
+    let b = planned_backup(&p, "db-lost", "orders-lost").await;
+    let meta = b.spec.driver_metadata.clone().unwrap();
+    let destination = meta["cnpg.io/destination-path"]
+        .strip_prefix("s3://")
+        .unwrap()
+        .to_owned();
+    let server = &meta["cnpg.io/server-name"];
+    let base =
+        p.dp.data_dir
+            .join("s3/buckets")
+            .join(destination.trim_end_matches('/'))
+            .join(server)
+            .join("base");
+    assert!(base.is_dir(), "{} holds the base backups", base.display());
+    std::fs::remove_dir_all(&base).unwrap();
+
+    Api::<Backup>::namespaced(p.h.client(), TENANT)
+        .patch(
+            "db-lost",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {drills::REQUEST_ANNOTATION: "test"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let b = verified(&p, "db-lost", DRILL).await;
+    let (result, message) = verification(&b);
+    assert_eq!(result, "Failed", "{message}");
+    println!("the drill's message: {message}");
+    assert!(message.contains("the recovery pod"), "{message}");
+    assert!(
+        !b.annotations().contains_key(drills::REQUEST_ANNOTATION),
+        "the request is answered"
+    );
+    no_scratch_left(&p, &b).await;
+    assert_eq!(scratch_objects(&p, &b).await, Vec::<String>::new());
+    assert_eq!(rows(&uri), "tea");
+    assert_eq!(live_writes(&p), Vec::<String>::new());
+    assert!(
+        p.h.events_about(TENANT, "db-lost")
+            .await
+            .iter()
+            .any(|(t, r, _)| r == "VerificationFailed" && t == "Warning")
+    );
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    let mut p = p;
+    p.h.cleanup().await.unwrap();
+}
