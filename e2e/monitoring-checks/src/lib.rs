@@ -339,6 +339,10 @@ pub const RARE: &[(&str, &str)] = &[
         "a Plan's schedule slot; the dev demos create no Plan",
     ),
     (
+        "cozy_backups_restore_orchestrator_last_verified_timestamp_seconds",
+        "a passed restore drill; the dev demos create no Plan with spec.verification",
+    ),
+    (
         "cozy_backups_lease_server_grants_total",
         "a lease request; the dev daemons run single-replica without the lease service",
     ),
