@@ -12,6 +12,7 @@
 //!        ├─ window APP         window::compute ─► text/json                                 │
 //!        ├─ backup APP         create BackupJob <app>-xxxxx  [--wait: watch its phase]      │
 //!        ├─ restore --from B   get Backup ─► place --at in the window ─► create RestoreJob   │
+//!        ├─ verify B           annotate Backup verify-requested [--wait: watch its result]  │
 //!        ├─ find-kind KIND     appdef::KindCache ─► yaml/json                               │
 //!        └─ completion SHELL   clap_complete                                                │
 //!  exit codes: 0 ok, 1 error, 3 not found, 4 job Failed, 5 --wait timed out ◄──────────────┘
@@ -33,6 +34,7 @@ pub mod catalog;
 mod jobs;
 mod render;
 pub mod status;
+pub mod verify;
 pub mod window;
 
 pub use window::window;
@@ -182,6 +184,18 @@ pub enum Command {
         /// Print the created RestoreJob instead of a one-line confirmation.
         #[arg(short, long, value_enum)]
         output: Option<ObjectOutput>,
+    },
+    /// Run one restore drill of a Backup now (docs/drills.md): the restore-orchestrator restores
+    /// it into a scratch copy, checks it and records `status.verification` on the Backup.
+    Verify {
+        /// The Backup to verify (in the namespace).
+        backup: String,
+        /// Follow the drill until its result is recorded (exit 4 when it failed).
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait (e.g. 30s, 10m, 1h).
+        #[arg(long, default_value = "1h", value_parser = runtime::duration::parse)]
+        timeout: Duration,
     },
     /// Print the ApplicationDefinition whose spec.application.kind is KIND (exact, case-sensitive;
     /// e.g. HTTPCache, whose definition is named http-cache).
@@ -438,6 +452,15 @@ pub async fn run(args: Args, out: &mut dyn Write, err: &mut dyn Write) -> anyhow
                 jobs::wait_backup_job(&client, &ns, &job, timeout, out).await?;
             }
             Ok(())
+        }
+        Command::Verify {
+            backup,
+            wait,
+            timeout,
+        } => {
+            let (client, ns) = connect(&args.kube).await?;
+            require_namespace(&client, &ns).await?;
+            verify::verify(&client, &ns, &backup, wait, timeout, now, out).await
         }
         Command::Restore {
             from,
