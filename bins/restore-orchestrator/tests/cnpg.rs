@@ -206,10 +206,14 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
     // name the cause (PostgreSQL's FATAL on the emulator, whose simulated pods have logs; no
     // kubelet runs them on kube-apiserver, whose answer is empty, so there the job ends
     // RestoreFailed).
+    // The live Cluster now archives under a server name of its own, so the target is taken on a
+    // backup of it (a switch can only grow the archive the live Cluster writes to).
+    p.backup("before-too-late").await;
+    let uri = p.uri("orders-db").await;
     let quiet = mark(&uri).await;
     p.restore(
         "too-late",
-        "after-undo",
+        "before-too-late",
         Some("orders-db-copy"),
         json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 15}),
     )
