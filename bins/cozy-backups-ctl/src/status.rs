@@ -5,7 +5,8 @@
 //!   warning on stderr, so one unreadable Cluster does not hide the other rows; a cluster without
 //!   CloudNativePG gets the window of the catalog alone and one note on stderr saying so);
 //! - running: BackupJobs that are not terminal (`Running`, or no phase yet);
-//! - last failure: the newest `Failed` BackupJob (by `completedAt`, else creation) and its message.
+//! - last failure: the newest `Failed` BackupJob (by `completedAt`, else creation) and its message;
+//! - verified: the newest restore drill recorded on one of its Backups (`status.verification`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,6 +45,23 @@ pub struct AppStatus {
     /// The newest failed BackupJob.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<Failure>,
+    /// The newest restore drill recorded on one of the application's Backups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_verification: Option<Verification>,
+}
+
+/// A restore drill's result (`Backup.status.verification`, docs/drills.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// The Backup that was drilled.
+    pub backup: String,
+    /// `Passed` or `Failed`.
+    pub result: String,
+    /// When it was recorded.
+    pub verified_at: String,
+    /// What was verified, or why it failed.
+    pub message: String,
 }
 
 /// The newest successful backup.
@@ -137,6 +155,7 @@ pub async fn collect(
             recoverable_window: None,
             running_jobs: Vec::new(),
             last_failure: None,
+            last_verification: None,
         });
     };
     for b in &backups {
@@ -176,6 +195,21 @@ pub async fn collect(
             .map(|b| LastBackup {
                 name: name(&b.metadata),
                 taken_at: rfc3339(&Some(b.spec.taken_at.clone())).unwrap_or_default(),
+            });
+
+        status.last_verification = own_backups
+            .iter()
+            .filter_map(|b| {
+                let v = b.status.as_ref()?.verification.as_ref()?;
+                let at = v.last_verified_at.clone()?;
+                Some((at.0, b, v))
+            })
+            .max_by_key(|(at, b, _)| (*at, name(&b.metadata)))
+            .map(|(_, b, v)| Verification {
+                backup: name(&b.metadata),
+                result: v.result.clone().unwrap_or_default(),
+                verified_at: rfc3339(&v.last_verified_at).unwrap_or_default(),
+                message: v.message.clone().unwrap_or_default(),
             });
 
         let own_jobs: Vec<&BackupJob> = jobs
@@ -266,6 +300,7 @@ pub fn render(
         "LAST BACKUP",
         "AGE",
         "RECOVERABLE",
+        "VERIFIED",
         "RUNNING",
         "LAST FAILURE",
     ];
@@ -307,6 +342,18 @@ pub fn render(
                 last,
                 last_age,
                 window,
+                match &r.last_verification {
+                    Some(v) => format!(
+                        "{} {} ({})",
+                        v.result,
+                        v.verified_at
+                            .parse::<Timestamp>()
+                            .map(|t| age(t, now))
+                            .unwrap_or_else(|_| "?".into()),
+                        v.backup
+                    ),
+                    None => none(),
+                },
                 if r.running_jobs.is_empty() {
                     none()
                 } else {

@@ -218,6 +218,13 @@ pub async fn fixture(h: &Harness, ns: &str) {
     b.spec.taken_at = time("2026-11-29T08:30:00Z");
     b.status = Some(BackupStatus {
         phase: Some("Ready".into()),
+        verification: Some(api::backups::BackupVerification {
+            last_verified_at: Some(time("2026-11-29T09:00:00Z")),
+            result: Some("Passed".into()),
+            message: Some("restored into the scratch application shop-db-verify-0a1b2c3d (RestoreJob Succeeded)".into()),
+            restore_seconds: Some(95),
+            check_seconds: None,
+        }),
         ..Default::default()
     });
     Api::<Backup>::namespaced(h.client(), ns)
