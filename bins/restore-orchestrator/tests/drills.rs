@@ -346,6 +346,10 @@ async fn a_drill_of_a_backup_whose_base_backup_was_deleted_records_failed_with_b
     println!("the drill's message: {message}");
     assert!(message.contains("the recovery pod"), "{message}");
     assert!(
+        message.contains("no target backup found for server"),
+        "{message}"
+    );
+    assert!(
         !b.annotations().contains_key(drills::REQUEST_ANNOTATION),
         "the request is answered"
     );
@@ -361,5 +365,89 @@ async fn a_drill_of_a_backup_whose_base_backup_was_deleted_records_failed_with_b
     );
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     let mut p = p;
+    p.h.cleanup().await.unwrap();
+}
+
+/// Every write of a drill that passes, in order (the orchestrator is killed right after each is
+/// applied, before it sees the answer).
+const DRILL_WRITES: [(&str, &str, &str); 8] = [
+    ("patch", "backups.cozystack.io", "backups"), // the state: Restoring
+    ("create", "apps.cozystack.io", "postgreses"), // the scratch application
+    ("create", "backups.cozystack.io", "restorejobs"), // its RestoreJob
+    ("patch", "backups.cozystack.io", "backups"), // Checking
+    ("patch", "backups.cozystack.io", "backups"), // Passed, CleaningUp
+    ("delete", "backups.cozystack.io", "restorejobs"), // the cleanup
+    ("delete", "apps.cozystack.io", "postgreses"),
+    ("patch", "backups.cozystack.io", "backups"), // the result, the state removed
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_after_each_write_of_a_drill_leaves_nothing_and_records_one_result() {
+    let mut p = platform().await;
+    p.app(APP).await;
+    let uri = p.uri(APP).await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    let hold = |(verb, group, resource): (&str, &str, &str)| harness::Hold {
+        verb: Some(verb.into()),
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        subresource: Some(String::new()),
+        user_agent: Some("restore-orchestrator/".into()),
+    };
+    p.h.emulator().unwrap().hold(hold(DRILL_WRITES[0]));
+    plan(
+        &p,
+        "crashy",
+        json!({"every": 1, "sql": "SELECT 1 FROM orders", "timeoutSeconds": 240}),
+    )
+    .await;
+    let backup = planned_backup(&p, "db-crashy", "crashy").await;
+    for (i, point) in DRILL_WRITES.into_iter().enumerate() {
+        eventually_within(
+            &format!("the orchestrator's {point:?} held"),
+            DRILL,
+            || async { (p.h.emulator().unwrap().held() > i as u64).then_some(()) },
+        )
+        .await;
+        p.h.kill("restore-orchestrator").await.unwrap();
+        let emu = p.h.emulator().unwrap();
+        emu.release_holds();
+        if let Some(next) = DRILL_WRITES.get(i + 1) {
+            emu.hold(hold(*next));
+        }
+        p.h.restart("restore-orchestrator", READY).await.unwrap();
+    }
+
+    let b = verified(&p, "db-crashy", DRILL).await;
+    let (result, message) = verification(&b);
+    assert_eq!(result, "Passed", "{message}");
+    assert!(!b.annotations().contains_key(drills::STATE_ANNOTATION));
+    no_scratch_left(&p, &backup).await;
+    // Exactly one drill: one scratch application, one RestoreJob, one result that later passes
+    // leave as it is.
+    let recorded = b.status.as_ref().unwrap().verification.clone();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = Api::<Backup>::namespaced(p.h.client(), TENANT)
+        .get("db-crashy")
+        .await
+        .unwrap();
+    assert_eq!(again.status.unwrap().verification, recorded);
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
+        1
+    );
+    assert_eq!(
+        audit.creates_by(
+            "restore-orchestrator/",
+            "backups.cozystack.io",
+            "restorejobs"
+        ),
+        1
+    );
+    assert_eq!(rows(&uri), "tea");
+    assert_eq!(live_writes(&p), Vec::<String>::new());
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
