@@ -434,3 +434,149 @@ async fn fault_switches_refuse_delay_and_come_back() {
     assert_eq!(answer.trim(), r#"{"mode":"none","delayMs":0}"#);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The fault switches under real WAL archiving (the CNPG simulator's PostgreSQL and
+/// barman-cloud): a completed plugin Backup has archived the segment holding every commit before
+/// it (its `pg_backup_stop()` switched and waited); with the server answering 503, or stopped,
+/// archiving fails with barman's words on `ContinuousArchiving` and catches up once switched
+/// back; with `delayMs` a segment takes at least that long to archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_archiving_fails_under_each_fault_and_catches_up_when_switched_back() {
+    use crate::common::*;
+    use kube::api::PostParams;
+    use serde_json::json;
+
+    let mut h = harness::Harness::start().await.unwrap();
+    let ns = h.temp_namespace("s3-faults").await.unwrap();
+    let data_dir = spawn_sims(&mut h, "s3,cosi,cnpg", &[]).await;
+    let admin_url = operator_sims::s3::Endpoints::read(&data_dir.join("s3"))
+        .unwrap()
+        .admin;
+    let set = |f: Faults| {
+        let admin_url = admin_url.clone();
+        async move { put_faults(&admin_url, f).await.unwrap() }
+    };
+    let creds = bucket_credentials(&h, &ns, "pg").await;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(h.client(), &ns);
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "pg-s3"},
+                "stringData": {"AWS_ACCESS_KEY_ID": creds["accessKey"],
+                               "AWS_SECRET_ACCESS_KEY": creds["secretKey"]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    apply(
+        &api::<api::thirdparty::barman::ObjectStore>(&h, &ns),
+        json!({"apiVersion": "barmancloud.cnpg.io/v1", "kind": "ObjectStore",
+               "metadata": {"name": "postgres-f"},
+               "spec": {"configuration": {
+                   "destinationPath": format!("s3://{}/{ns}/", creds["bucketName"]),
+                   "endpointURL": format!("https://{}", creds["endpoint"]),
+                   "s3Credentials": {
+                       "accessKeyId": {"name": "pg-s3", "key": "AWS_ACCESS_KEY_ID"},
+                       "secretAccessKey": {"name": "pg-s3", "key": "AWS_SECRET_ACCESS_KEY"}}}}}),
+    )
+    .await;
+    let clusters = api::<api::thirdparty::cnpg::Cluster>(&h, &ns);
+    apply(
+        &clusters,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "postgres-f"},
+               "spec": {"instances": 1, "storage": {"size": "1Gi"}, "plugins": [{
+                   "name": "barman-cloud.cloudnative-pg.io", "isWALArchiver": true,
+                   "parameters": {"barmanObjectName": "postgres-f", "serverName": "postgres-f"}}]}}),
+    )
+    .await;
+    wait_healthy(&h, &ns, "postgres-f").await;
+    let app = cluster_uri(&h, &ns, "postgres-f-app").await;
+    let admin = cluster_uri(&h, &ns, "postgres-f-superuser")
+        .await
+        .replace("/*", "/postgres");
+    psql(&app, "CREATE TABLE t (id int)");
+    archive_current_wal("the first segment archived", &admin).await;
+
+    // A completed Backup has archived the segment of every commit before it.
+    psql(&app, "INSERT INTO t VALUES (1)");
+    let segment = psql(&admin, "SELECT pg_walfile_name(pg_current_wal_lsn())");
+    let backups = api::<api::thirdparty::cnpg::Backup>(&h, &ns);
+    apply(
+        &backups,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Backup",
+               "metadata": {"name": "switch"},
+               "spec": {"method": "plugin", "cluster": {"name": "postgres-f"},
+                        "pluginConfiguration": {"name": "barman-cloud.cloudnative-pg.io"}}}),
+    )
+    .await;
+    assert_eq!(
+        backup_finished(&backups, "switch").await["phase"],
+        "completed"
+    );
+    let archived = psql(
+        &admin,
+        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+    );
+    assert!(
+        archived.as_str() >= segment.as_str(),
+        "the backup's end archived {segment} (last archived: {archived})"
+    );
+
+    let archiving = |want: &'static str| {
+        let clusters = clusters.clone();
+        async move {
+            eventually(&format!("ContinuousArchiving={want}"), || {
+                let clusters = clusters.clone();
+                async move {
+                    let c = get(&clusters, "postgres-f").await?;
+                    c["status"]["conditions"]
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "ContinuousArchiving" && c["status"] == want)
+                        .map(|c| c["message"].as_str().unwrap_or_default().to_owned())
+                }
+            })
+            .await
+        }
+    };
+    for (mode, words) in [
+        (FaultMode::Unavailable, "An error occurred (503)"),
+        (FaultMode::Stop, "Could not connect to the endpoint URL"),
+    ] {
+        set(Faults { mode, delay_ms: 0 }).await;
+        psql(&app, "INSERT INTO t VALUES (2)");
+        let failing = psql(&admin, "SELECT pg_walfile_name(pg_switch_wal())");
+        let message = archiving("False").await;
+        println!("{mode:?}: {message}");
+        assert!(message.contains(words), "{mode:?}: {message}");
+        set(Faults::default()).await;
+        eventually(&format!("{failing} archived after {mode:?}"), || async {
+            let last = psql(
+                &admin,
+                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+            );
+            (last.as_str() >= failing.as_str()).then_some(())
+        })
+        .await;
+        archiving("True").await;
+    }
+
+    // Slowed down: a segment takes at least the delay to reach the bucket.
+    set(Faults {
+        mode: FaultMode::None,
+        delay_ms: 1500,
+    })
+    .await;
+    psql(&app, "INSERT INTO t VALUES (3)");
+    let t = Instant::now();
+    archive_current_wal("a segment archived through the delay", &admin).await;
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1500), "took {took:?}");
+    set(Faults::default()).await;
+    println!("archiving one segment with delayMs=1500: {took:?}");
+    h.cleanup().await.unwrap();
+}
