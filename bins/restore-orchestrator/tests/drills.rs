@@ -15,7 +15,7 @@ use dataplane::*;
 use harness::dataplane::{DATAPLANE_DEADLINE, psql};
 use harness::{DaemonSpec, Harness, eventually_within};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 /// The drilled application. Short: the simulated CloudNativePG keeps each server's Unix socket
@@ -204,8 +204,35 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
     .await;
     let backup = planned_backup(&p, "db-planned", "orders-drilled").await;
     let before = rows(&uri);
+    // Every password the scratch copy's `-app` Secret held while the drill ran (the check
+    // connects with it): none may reach the orchestrator's log, Events, the Backup or metrics.
+    let scratch = restore_orchestrator::drill::scratch_name(APP, backup.uid().as_deref().unwrap());
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(p.h.client(), TENANT);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = tokio::spawn({
+        let done = done.clone();
+        let name = format!("postgres-{scratch}-app");
+        async move {
+            let mut seen = std::collections::BTreeSet::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Ok(Some(s)) = secrets.get_opt(&name).await
+                    && let Some(pw) = s.data.as_ref().and_then(|d| d.get("password"))
+                {
+                    seen.insert(String::from_utf8_lossy(&pw.0).into_owned());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            seen
+        }
+    });
 
     let b = verified(&p, "db-planned", DRILL).await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let passwords = watcher.await.unwrap();
+    assert!(
+        !passwords.is_empty(),
+        "the scratch copy's -app Secret was seen"
+    );
     let (result, message) = verification(&b);
     assert_eq!(result, "Passed", "{message}");
     assert!(
@@ -296,6 +323,20 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
         last as i64,
         v.last_verified_at.as_ref().unwrap().0.as_second()
     );
+    let daemon = p.h.daemon("restore-orchestrator").unwrap();
+    let log = daemon.log();
+    let events = format!("{:?}", p.h.events_about(TENANT, "db-planned").await);
+    let recorded = serde_json::to_string(&b).unwrap();
+    let secrets: Vec<&str> = passwords.iter().map(String::as_str).collect();
+    harness::leak::assert_no_leaks(
+        &[
+            ("orchestrator log", &log),
+            ("events", &events),
+            ("the Backup", &recorded),
+            ("metrics", m.text()),
+        ],
+        &secrets,
+    );
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
@@ -330,16 +371,28 @@ async fn a_drill_of_a_backup_whose_base_backup_was_deleted_records_failed_with_b
     assert!(base.is_dir(), "{} holds the base backups", base.display());
     std::fs::remove_dir_all(&base).unwrap();
 
-    Api::<Backup>::namespaced(p.h.client(), TENANT)
-        .patch(
+    // Asked for with the plugin, which waits for the result.
+    let out = tokio::process::Command::new(bin("cozy-backups-ctl"))
+        .args([
+            "verify",
+            "-n",
+            TENANT,
             "db-lost",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {drills::REQUEST_ANNOTATION: "test"}}}),
-            ),
-        )
+            "--wait",
+            "--timeout",
+            "5m",
+        ])
+        .env("KUBECONFIG", p.h.kubeconfig_path())
+        .output()
         .await
         .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("backup.backups.cozystack.io/db-lost: restore drill requested\nbackup.backups.cozystack.io/db-lost: Failed: "),
+        "{stdout}"
+    );
     let b = verified(&p, "db-lost", DRILL).await;
     let (result, message) = verification(&b);
     assert_eq!(result, "Failed", "{message}");
