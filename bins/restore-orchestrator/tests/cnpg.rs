@@ -848,6 +848,56 @@ async fn an_archive_that_cannot_catch_up_fails_unreachable_and_leaves_the_target
         .map(|r| format!("{} {}/{}", r.verb, r.group, r.resource))
         .collect();
     assert_eq!(writes, vec!["create postgresql.cnpg.io/backups"]);
+
+    // In place, the same object store: the safety backup fails first (SafetyBackupFailed); without
+    // one, the catch-up fails RecoveryTargetUnreachable. The live database is untouched either way.
+    let source_uid = clusters.get("postgres-orders-db").await.unwrap().uid();
+    let rows = p.rows("orders-db").await;
+    let t = two_seconds_ago(&uri, "mugs", "plates", &mut id).await;
+    s3_faults(
+        &p,
+        Faults {
+            mode: FaultMode::Unavailable,
+            delay_ms: 0,
+        },
+    )
+    .await;
+    for (name, options, reason) in [
+        (
+            "stuck-in-place",
+            json!({"recoveryTime": t, "walSwitchTimeoutSeconds": 15}),
+            "RestoreFailed",
+        ),
+        (
+            "stuck-in-place-unsafe",
+            json!({"recoveryTime": t, "walSwitchTimeoutSeconds": 15, "skipSafetyBackup": true}),
+            "RecoveryTargetUnreachable",
+        ),
+    ] {
+        p.restore(name, "orders-db-adhoc", None, options).await;
+        let job = p.terminal(name, DATAPLANE_DEADLINE).await;
+        assert_eq!(phase(&job), "Failed", "{:?}", job.status);
+        let (_, got, message) = condition(&job, "Ready");
+        assert_eq!(got, reason, "{name}: {message}");
+        println!("{name}: {message}");
+    }
+    s3_faults(&p, Faults::default()).await;
+    assert_eq!(
+        clusters.get("postgres-orders-db").await.unwrap().uid(),
+        source_uid
+    );
+    assert_eq!(
+        p.rows("orders-db").await,
+        format!("{rows},mugs,plates"),
+        "the live database keeps every row"
+    );
+    let audit = p.h.audit();
+    for (resource, name) in [
+        ("clusters", "postgres-orders-db"),
+        ("clusters", "postgres-orders-db-copy"),
+    ] {
+        assert_eq!(deletes(&audit, "postgresql.cnpg.io", resource, name), 0);
+    }
     p.h.cleanup().await.unwrap();
 }
 
