@@ -125,7 +125,7 @@ pub fn place(
         return Placement::After(
             past,
             format!(
-                "recoveryTime {raw} is {} past the newest archived point known now ({}; window {span}); recovery waits for the archiver to catch up and ends RecoveryTargetUnreachable after restoreTimeoutSeconds if it never does",
+                "recoveryTime {raw} is {} past the newest archived point known now ({}; window {span}); a WAL switch of the source is forced and nothing is changed until the archive reaches it (RecoveryTargetArchived; RecoveryTargetUnreachable after walSwitchTimeoutSeconds if it never does)",
                 go_duration(Duration::from_secs(past.as_secs())),
                 to.0
             ),
