@@ -20,7 +20,9 @@
 //!
 //! Invariants: everything is re-derived from the cluster on every pass (kill -9 at any instant
 //! continues where the objects say); one replica drives a job at a time, and a stale one's writes
-//! fail on their resourceVersion precondition; no credential value is read, held or reported.
+//! fail on their resourceVersion precondition; no credential value is reported, and the only one
+//! read is the scratch copy's database password a restore drill connects with, held for the
+//! connection alone.
 
 pub mod args;
 pub mod context;
