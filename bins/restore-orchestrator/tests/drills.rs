@@ -504,3 +504,83 @@ async fn kill_9_after_each_write_of_a_drill_leaves_nothing_and_records_one_resul
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_verification_is_refused_by_the_api_or_reported_on_the_plan_naming_the_field() {
+    let mut h = Harness::start().await.unwrap();
+    h.create_namespaces(&[TENANT]).await.unwrap();
+    h.spawn_ready(
+        DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator"))
+            .args(["--drill-interval=1s"]),
+        READY,
+    )
+    .await
+    .unwrap();
+    let plans: Api<Plan> = Api::namespaced(h.client(), TENANT);
+    let plan = |name: &str, verification: serde_json::Value| -> Plan {
+        serde_json::from_value(json!({
+        "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "Plan",
+        "metadata": {"name": name, "namespace": TENANT},
+        "spec": {
+            "applicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": APP},
+            "backupClassName": "cozy-default",
+            "schedule": {"type": "cron", "cron": "0 0 1 1 *"},
+            "verification": verification,
+        }}))
+        .unwrap()
+    };
+    let pp = kube::api::PostParams::default();
+    // What the schema can tell, the API server refuses.
+    for (v, says) in [
+        (
+            json!({"every": 1, "schedule": "@daily"}),
+            "exactly one of verification.every and verification.schedule must be set",
+        ),
+        (
+            json!({"sql": "SELECT 1"}),
+            "exactly one of verification.every and verification.schedule must be set",
+        ),
+        (json!({"every": 0}), "spec.verification.every"),
+        (
+            json!({"every": 1, "timeoutSeconds": 0}),
+            "spec.verification.timeoutSeconds",
+        ),
+    ] {
+        let e = plans
+            .create(&pp, &plan("refused", v.clone()))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(says), "{v}: {e}");
+    }
+    // A cron that does not parse passes the schema; the orchestrator names the field once.
+    plans
+        .create(&pp, &plan("bad-cron", json!({"schedule": "61 * * * *"})))
+        .await
+        .unwrap();
+    let note = eventually_within("InvalidVerification on the Plan", READY, || async {
+        h.events_about(TENANT, "bad-cron")
+            .await
+            .into_iter()
+            .find(|(t, r, _)| r == "InvalidVerification" && t == "Warning")
+            .map(|(_, _, note)| note)
+    })
+    .await;
+    assert!(
+        note.starts_with("spec.verification.schedule: \"61 * * * *\" is not a valid schedule"),
+        "{note}"
+    );
+    assert!(
+        note.ends_with("no restore drill of this Plan runs until it is fixed"),
+        "{note}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let series: Vec<_> = h
+        .events_about(TENANT, "bad-cron")
+        .await
+        .into_iter()
+        .filter(|(_, r, _)| r == "InvalidVerification")
+        .collect();
+    assert_eq!(series.len(), 1, "{series:?}");
+    harness::rbac::assert_allowed(&h.audit(), "restore-orchestrator");
+    h.cleanup().await.unwrap();
+}
