@@ -584,3 +584,64 @@ async fn bad_verification_is_refused_by_the_api_or_reported_on_the_plan_naming_t
     harness::rbac::assert_allowed(&h.audit(), "restore-orchestrator");
     h.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_finds_no_row_records_failed_and_still_cleans_up() {
+    let mut p = platform().await;
+    p.app(APP).await;
+    let uri = p.uri(APP).await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    plan(
+        &p,
+        "orders-strict",
+        json!({"every": 1, "sql": "SELECT 1 FROM orders WHERE item = 'cups'", "timeoutSeconds": 240}),
+    )
+    .await;
+    let backup = planned_backup(&p, "db-strict", "orders-strict").await;
+    let b = verified(&p, "db-strict", DRILL).await;
+    let (result, message) = verification(&b);
+    assert_eq!(result, "Failed", "{message}");
+    assert_eq!(
+        message,
+        "the check failed: the check query \"SELECT 1 FROM orders WHERE item = 'cups'\" returned no row"
+    );
+    let c = b
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == drills::VERIFIED)
+        .expect("a Verified condition");
+    assert!(!c.is_true() && c.reason == "DrillFailed", "{c:?}");
+    no_scratch_left(&p, &backup).await;
+    assert_eq!(rows(&uri), "tea");
+    assert_eq!(live_writes(&p), Vec::<String>::new());
+    let admin =
+        p.h.daemon("restore-orchestrator")
+            .unwrap()
+            .admin()
+            .await
+            .unwrap();
+    let m = tokio::task::spawn_blocking(move || admin.metrics())
+        .await
+        .unwrap();
+    assert_eq!(
+        m.get(
+            "cozy_backups_restore_orchestrator_verifications_total",
+            &[("result", "failed")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        m.get(
+            "cozy_backups_restore_orchestrator_last_verified_timestamp_seconds",
+            &[("namespace", TENANT), ("application", APP)],
+        ),
+        None,
+        "no drill of the application passed"
+    );
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}

@@ -301,7 +301,9 @@ impl Drills {
             .map_err(|e| api_text("get", "the drill's RestoreJob", e))?;
         if let Some(job) = job.as_ref().filter(|j| j.is_terminal()) {
             let status = job.status.clone().unwrap_or_default();
-            state.restore_seconds = Some(seconds_between(state.started_at, now));
+            // Up to the job's own completion (not this pass, which may come an interval later).
+            let ended = status.completed_at.as_ref().map_or(now, |t| t.0);
+            state.restore_seconds = Some(seconds_between(state.started_at, ended));
             let next = if status.phase.as_deref() == Some(api::contract::phases::SUCCEEDED) {
                 if is_cnpg(backup) {
                     state.phase = Phase::Checking;
