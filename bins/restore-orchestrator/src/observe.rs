@@ -159,13 +159,17 @@ impl CnpgView {
                 )
                 .await?,
             safety_cnpg_backup: ctx.get(&cnpg_backups, Some(ns), &safety).await?,
-            wal_switch_backup: ctx
-                .get(
+            // Read only by a restore whose target lay past the archive (the archive catch-up).
+            wal_switch_backup: if after_window(job) {
+                ctx.get(
                     &cnpg_backups,
                     Some(ns),
                     &restore::cnpg::wal_switch_backup_name(job),
                 )
-                .await?,
+                .await?
+            } else {
+                None
+            },
             pods: ctx.list(&resource("v1", "Pod"), ns, &by_cluster).await?,
             cluster,
             source_cluster,
@@ -184,6 +188,15 @@ impl CnpgView {
             &self.catalog,
         )
     }
+}
+
+/// Whether the PITR pre-flight found the job's target after the recoverable window.
+fn after_window(job: &RestoreJob) -> bool {
+    use api::contract::{condition_types, reasons};
+    job.status.as_ref().is_some_and(|s| {
+        api::meta::find_condition(&s.conditions, condition_types::RECOVERY_WINDOW_CHECKED)
+            .is_some_and(|c| c.reason == reasons::RECOVERY_TARGET_AFTER_WINDOW)
+    })
 }
 
 async fn cnpg(
