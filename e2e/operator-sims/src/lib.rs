@@ -7,7 +7,8 @@
 //!  operator-sims --sims s3,cosi,velero,cnpg,flux --data-dir DIR
 //!     │ installs permissive CRDs for the kinds it serves (if absent)
 //!     ├─ s3:     S3 server on loopback (HTTP + HTTPS with a dev CA), SigV4 keys per bucket,
-//!     │          objects under DIR/s3; endpoints in DIR/s3/endpoints.json
+//!     │          objects under DIR/s3; endpoints in DIR/s3/endpoints.json; fault switches
+//!     │          (stop, 503, delay) on its admin endpoint
 //!     ├─ cosi:   Bucket ─► BucketClaim bucket-<name> ─(delay)─► bucket created, status.bucketName
 //!     │          Bucket + bound claim ─► Secret bucket-<name>-<user>-credentials (real keys and the
 //!     │                                   HTTPS endpoint as a bare host), like the bucket chart
