@@ -28,4 +28,11 @@ fn rbac_is_least_privilege() {
         .collect();
     assert_eq!(logs.len(), 1);
     assert_eq!(logs[0].verbs, ["get"]);
+    // Restore drills read the scratch copy's `-app` Secret: one rule, `get` only.
+    let secrets: Vec<_> = rules
+        .iter()
+        .filter(|r| r.resources.iter().any(|x| x == "secrets"))
+        .collect();
+    assert_eq!(secrets.len(), 1);
+    assert_eq!(secrets[0].verbs, ["get"]);
 }
