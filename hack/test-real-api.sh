@@ -7,8 +7,10 @@
 #   hack/test-real-api.sh            every suite
 #   hack/test-real-api.sh runner     the suites whose name contains "runner"
 #
-# One test process (and so one control plane) per test, as nextest runs them: tests that use fixed
-# namespaces and cluster-scoped objects (the cozy-default BackupClass) start from an empty server.
+# One test process, and so one control plane, per suite: its tests run one after the other, and
+# the harness puts the server back to its freshly started state between two tests (e2e/harness
+# src/reset.rs), so a test that uses fixed namespaces or counts cluster-scoped objects (the
+# cozy-default BackupClass) sees only what it makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,15 +45,17 @@ for s in "${SUITES[@]}"; do
   start=$SECONDS
   cargo test --locked -q -p "$pkg" --test integration --no-run
   ok=1
+  names=()
   for t in $tests; do
     # shellcheck disable=SC2086 # the filters are words
-    for test in $(cargo test --locked -q -p "$pkg" --test integration -- --list "$t" 2>/dev/null | sed -n 's/: test$//p'); do
-      if ! cargo test --locked -q -p "$pkg" --test integration -- --exact "$test"; then
-        echo "=== real API: $test FAILED"
-        ok=0
-      fi
-    done
+    mapfile -t -O "${#names[@]}" names < <(cargo test --locked -q -p "$pkg" --test integration -- --list "$t" 2>/dev/null | sed -n 's/: test$//p')
   done
+  if ((${#names[@]} == 0)); then
+    echo "=== real API: no test matched $tests"
+    ok=0
+  elif ! cargo test --locked -q -p "$pkg" --test integration -- --exact --test-threads=1 "${names[@]}"; then
+    ok=0
+  fi
   if ((ok)); then
     echo "=== real API: $name passed in $((SECONDS - start)) s"
   else

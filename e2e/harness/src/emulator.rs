@@ -142,6 +142,9 @@ impl Harness {
             .await
             .map_err(|e| Error::ControlPlane(e.to_string()))??;
         let permit = cp.acquire().await?;
+        // Whatever an earlier harness of this process left (its namespaces, cluster-scoped
+        // objects, simulators' CRDs) is gone before this one starts.
+        cp.reset_unless_first_use().await?;
         let work_dir = new_work_dir()?;
         let kubeconfig = work_dir.join("kubeconfig");
         crate::real::write_admin_kubeconfig(cp, &kubeconfig)?;
@@ -544,34 +547,6 @@ fn new_work_dir() -> Result<PathBuf, Error> {
     Ok(work_dir)
 }
 
-impl Harness {
-    /// On the shared real server, the temporary namespaces a test left are deleted when its
-    /// harness ends (without waiting: the namespace controller finishes it).
-    fn delete_namespaces_in_background(&self) {
-        if self.namespaces.is_empty() {
-            return;
-        }
-        let ((url, ca), token) = (self.endpoint(), self.admin_token.clone());
-        let names = self.namespaces.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let client = crate::real::client(&url, ca.as_deref(), &token);
-                let api: Api<Namespace> = Api::all(client);
-                for n in names {
-                    let _ = api.delete(&n, &DeleteParams::default()).await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 /// Polls `/ready` until it answers 200 (`ready`) or 503 (not `ready`); the body, or None at the deadline.
 async fn poll_ready(admin: &crate::Admin, ready: bool, timeout: Duration) -> Option<String> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -611,9 +586,6 @@ impl Drop for Harness {
             println!("{dump}\n(dump also written to {})", path.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.work_dir);
-        }
-        if self.is_real() {
-            self.delete_namespaces_in_background();
         }
         if let Some(rt) = self.runtime.take() {
             // Dropping a runtime may block, which an async context (where a harness usually

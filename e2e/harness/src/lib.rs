@@ -3,7 +3,8 @@
 //! ```text
 //! Harness::start()  ──► kube emulator (in-process or a `kube-emulator` process) with deploy/crds/ loaded,
 //!      │                 or with COZY_E2E_API=real the process's shared kube-apiserver + etcd +
-//!      │                 kube-controller-manager (real module, docs/real-api.md)
+//!      │                 kube-controller-manager (real module, docs/real-api.md), reset to its
+//!      │                 freshly started state between two harnesses (reset module)
 //!      │                 └─ kubeconfig in a private work dir
 //!      ├─ temp_namespace("backup")      generateName'd namespaces, deleted by cleanup()
 //!      ├─ spawn(DaemonSpec)             daemon binary with KUBECONFIG, ADMIN_ADDR=127.0.0.1:0 and
@@ -25,8 +26,8 @@
 //!            bad_input (a table row's wait for its named end; the daemon-survived check)
 //! ```
 //! Invariants: every daemon binds a loopback port of its own choosing and reports it; each harness has
-//! its own emulator and work directory, so tests never share state; daemons are killed when the harness
-//! is dropped.
+//! its own emulator (or, on the real backend, a server reset to its freshly started state) and work
+//! directory, so tests never share state; daemons are killed when the harness is dropped.
 
 mod admin;
 pub mod audit;
@@ -47,6 +48,7 @@ pub mod lease;
 mod poll;
 pub mod rbac;
 pub mod real;
+mod reset;
 pub mod usage;
 
 use std::path::{Path, PathBuf};

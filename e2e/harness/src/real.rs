@@ -18,8 +18,10 @@
 //! ```
 //!
 //! One harness at a time uses the shared control plane in a process (a permit is held for the
-//! harness's life), so its slice of the audit log is its own; each test works in its own
-//! namespaces, and cluster-scoped objects outlive the harness that made them.
+//! harness's life), so its slice of the audit log is its own. Every harness after the first starts
+//! on a server put back to its freshly started state (`reset.rs`: custom objects, namespaces,
+//! cluster RBAC and the CRDs added since the start deleted, in about a second), so a test binary
+//! run pays the start once and its tests still never see each other's objects.
 
 use std::io::{Read as _, Seek as _};
 use std::net::TcpListener;
@@ -83,6 +85,10 @@ pub struct ControlPlane {
     /// kube-apiserver's `gitVersion`.
     pub version: String,
     gate: Arc<tokio::sync::Semaphore>,
+    /// The CRDs right after the start (`deploy/crds/`), which a reset keeps.
+    baseline_crds: std::collections::BTreeSet<String>,
+    /// Whether a harness has used the control plane: every later one starts with a reset.
+    used: std::sync::atomic::AtomicBool,
 }
 
 static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -113,6 +119,23 @@ impl ControlPlane {
             )
             })?
             .map_err(|_| Error::ControlPlane("the control plane's gate was closed".into()))
+    }
+
+    /// Puts the server back to its state right after the start unless this is its first use in
+    /// the process (see `reset.rs`): called by a harness holding the permit.
+    pub(crate) async fn reset_unless_first_use(&self) -> Result<(), Error> {
+        if self.used.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let started = Instant::now();
+            let phases =
+                crate::reset::reset(&self.client(&self.admin_token), &self.baseline_crds).await?;
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "real control plane: reset after the previous harness in {:.1} s ({phases})",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
     }
 
     /// A client of the control plane sending `token`.
@@ -292,7 +315,7 @@ impl ControlPlane {
         children.push(kcm);
         watchdog(&dir, &pids)?;
 
-        rt.block_on(async {
+        let baseline_crds = rt.block_on(async {
             crate::crds::apply_dir(&admin, &crate::crd_dir()).await?;
             // The ServiceAccount controller's first work: the `default` account of `default`.
             let sas: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
@@ -307,7 +330,7 @@ impl ControlPlane {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Ok::<_, Error>(())
+            crate::reset::crd_names(&admin).await
         })?;
         // Dropping a Child neither kills nor waits for it: the watchdog ends them.
         drop(children);
@@ -323,6 +346,8 @@ impl ControlPlane {
             start_time: started.elapsed(),
             version,
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
+            baseline_crds,
+            used: Default::default(),
         })
     }
 }
