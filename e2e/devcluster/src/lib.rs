@@ -585,6 +585,7 @@ mod tests {
                 http: format!("http://{http}"),
                 https: format!("https://{https}"),
                 ca_file: dir.join("ca.crt"),
+                admin: String::new(),
             };
             std::fs::write(
                 dir.join("endpoints.json"),
