@@ -28,5 +28,6 @@ pub mod mariadb;
 pub mod mongodb;
 pub mod restore;
 pub mod status;
+pub mod storage_fault;
 pub mod template;
 pub mod velero;
