@@ -119,6 +119,10 @@ pub struct Context {
     pub args: RunnerArgs,
     /// The daemon's readiness registry (whether every watch has listed once).
     pub readiness: Readiness,
+    /// The system bucket (the storage breaker probes it; the catalog mirror shares it).
+    pub mirror: std::sync::Arc<crate::records::Mirror>,
+    /// The storage breakers, one per object-store endpoint.
+    pub breakers: std::sync::Arc<crate::breaker::Breakers>,
 }
 
 impl Context {

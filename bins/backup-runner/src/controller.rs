@@ -73,6 +73,11 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
     );
     match &gate {
         Gate::Terminal => {
+            ctx.breakers.release(&format!(
+                "{}/{}",
+                job.namespace().unwrap_or_default(),
+                job.name_any()
+            ));
             ctx.leases.release(job.as_ref());
             return Ok(Action::await_change());
         }
@@ -166,6 +171,15 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             if ::drivers::status::end_wait(&mut status, &gate_waits) {
                 write(ctx, &job, status.clone()).await?;
             }
+            // The storage breaker: while the system bucket's endpoint is down, the job waits
+            // (Ready=False StorageUnavailable) instead of running its driver.
+            let storage = crate::breaker::system_endpoint(ctx).await;
+            if let Some((endpoint, s3)) = &storage
+                && let Some(action) =
+                    crate::breaker::gate(ctx, &job, &mut status, endpoint, s3, deadline).await?
+            {
+                return Ok(action);
+            }
             if status.started_at.is_none() {
                 template_problems(ctx, &job, &kind, &resolved).await;
             }
@@ -177,8 +191,10 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                 now,
                 deadline,
             };
-            let action = drivers::drive(ctx, &kind, &mut run).await?;
+            let endpoint = storage.as_ref().map(|(e, _)| e.as_str());
+            let action = drivers::drive(ctx, &kind, &mut run, endpoint).await?;
             if phases::is_terminal(run.status.phase.as_deref()) {
+                ctx.breakers.release(&format!("{ns}/{}", job.name_any()));
                 ctx.leases.release(job.as_ref());
             }
             Ok(action)
@@ -286,8 +302,8 @@ async fn wait(
     Ok(Action::await_change())
 }
 
-async fn write(
-    ctx: &Ctx,
+pub(crate) async fn write(
+    ctx: &crate::context::Context,
     job: &BackupJob,
     status: api::backups::BackupJobStatus,
 ) -> Result<(), Error> {

@@ -34,6 +34,7 @@
 //! fail on their resourceVersion precondition; no credential value is read, held or reported.
 
 pub mod args;
+pub mod breaker;
 pub mod catalog;
 pub mod catalog_sync;
 pub mod context;
@@ -229,6 +230,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     metrics::describe();
+    breaker::describe();
     let (leader, work) = daemon.leases(&args.lease, COMPONENT).await?;
     let client = daemon.client.clone();
     let wctx = daemon.watch_context();
@@ -279,6 +281,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // A job another replica was driving is taken over the moment its lease is freed (that
     // replica shut down, or its lease expired), not at the next busy-lease requeue.
     controller = controller.reconcile_on(leases.freed::<BackupJob>());
+    let mirror = Arc::new(records::Mirror::new(client.clone(), &args.runner));
     let ctx = Arc::new(context::Context {
         client: client.clone(),
         caches: context::Caches {
@@ -292,6 +295,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         backoff: Backoff::default(),
         args: args.runner.clone(),
         readiness: wctx.readiness.clone(),
+        mirror: mirror.clone(),
+        breakers: Arc::new(breaker::Breakers::new(breaker::Settings {
+            failures: args.runner.storage_breaker_failures,
+            window: args.runner.storage_breaker_window,
+            recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
+        })),
     });
     let jobs = controller
         .graceful_shutdown_on(wctx.shutdown.signaled())
@@ -301,7 +310,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             futures::future::ready(())
         });
     let plans = plan_controller(client.clone(), leader.clone(), &args, &wctx);
-    let mirror = Arc::new(records::Mirror::new(client.clone(), &args.runner));
     let (backups, backup_events) = Watch::<Backup>::new(client.clone())
         .strip_managed_fields()
         .reflect(&wctx);

@@ -230,6 +230,21 @@ impl S3Client {
         &self.cfg.bucket
     }
 
+    /// The endpoint, as configured (`http(s)://host[:port]`; it carries no credential).
+    pub fn endpoint(&self) -> &str {
+        &self.cfg.endpoint
+    }
+
+    /// `HEAD` of the bucket: whether the store answers and the keys may use the bucket (the
+    /// storage breaker's probe).
+    pub async fn head_bucket(&self) -> Result<(), S3Error> {
+        let _permit = self.permit().await;
+        let resp = self
+            .send("head", reqwest::Method::HEAD, "", &[], Vec::new())
+            .await?;
+        check("head", "", resp).await.map(|_| ())
+    }
+
     /// Requests sent so far (by this client and its clones).
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)

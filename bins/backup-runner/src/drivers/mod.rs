@@ -352,7 +352,15 @@ pub struct Announce {
 }
 
 /// Runs the driver of `kind` for one reconcile.
-pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Action, Error> {
+///
+/// `storage`: the endpoint of the system bucket, whose storage breaker sees every step (a storage
+/// failure counts; once the breaker is open the job waits instead, see [`crate::breaker`]).
+pub async fn drive(
+    ctx: &Context,
+    kind: &str,
+    run: &mut Run<'_>,
+    storage: Option<&str>,
+) -> Result<Action, Error> {
     for _ in 0..MAX_STEPS {
         let step = match kind {
             "CNPG" => cnpg::step(ctx, run),
@@ -366,6 +374,10 @@ pub async fn drive(ctx: &Context, kind: &str, run: &mut Run<'_>) -> Result<Actio
             other => run.fail(format!(
                 "strategy Kind {other:?} is not implemented by this runner yet"
             )),
+        };
+        let step = match storage {
+            Some(endpoint) => crate::breaker::intercept(ctx, run, step, endpoint),
+            None => step,
         };
         match step {
             Step::Apply {
