@@ -136,6 +136,9 @@ pub struct Breakers {
     /// (job, message) pairs already counted: a job whose driver keeps showing one failure counts
     /// once.
     counted: Mutex<HashSet<(String, String)>>,
+    /// Wakes jobs (`namespace/name`) at once: those whose failure opened the breaker, the waiting
+    /// ones when the probe succeeds, the next in line when a resumed job ends.
+    wake: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 impl Breakers {
@@ -145,6 +148,21 @@ impl Breakers {
             settings,
             endpoints: Mutex::new(HashMap::new()),
             counted: Mutex::new(HashSet::new()),
+            wake: None,
+        }
+    }
+
+    /// Wakes jobs through `wake` (the job controller reconciles each key sent).
+    pub fn with_wake(mut self, wake: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
+        self.wake = Some(wake);
+        self
+    }
+
+    fn wake_all<'a>(&self, jobs: impl IntoIterator<Item = &'a String>) {
+        if let Some(tx) = &self.wake {
+            for job in jobs {
+                let _ = tx.send(job.clone());
+            }
         }
     }
 
@@ -203,6 +221,9 @@ impl Breakers {
                 );
                 metrics::counter!(OPENED, "endpoint" => endpoint.to_owned()).increment(1);
                 e.known = true;
+                // The jobs whose failures opened it wait too (their driver's own retry may be
+                // far away).
+                self.wake_all(e.failures.iter().map(|(_, j)| j));
                 e.failures.clear();
                 e.mode = Mode::Open {
                     since: now,
@@ -329,6 +350,8 @@ impl Breakers {
                     );
                     e.mode = Mode::Recovering;
                     e.failures.clear();
+                    // The oldest take the slots as they come; every waiting job looks now.
+                    self.wake_all(e.waiting.iter().map(|(_, j)| j));
                     if e.waiting.is_empty() && e.resumed.is_empty() {
                         e.mode = Mode::Closed;
                     }
@@ -359,7 +382,14 @@ impl Breakers {
             .retain(|(j, _)| j != job);
         let mut all = self.endpoints.lock().expect("breaker lock");
         for (endpoint, e) in all.iter_mut() {
-            e.resumed.remove(job);
+            if e.resumed.remove(job) {
+                // A slot is free: the oldest waiting job takes it.
+                let free = self
+                    .settings
+                    .recovery_concurrency
+                    .saturating_sub(e.resumed.len());
+                self.wake_all(e.waiting.iter().take(free).map(|(_, j)| j));
+            }
             e.waiting.retain(|(_, j)| j != job);
             if matches!(e.mode, Mode::Recovering) && e.waiting.is_empty() && e.resumed.is_empty() {
                 tracing::info!(
@@ -441,8 +471,16 @@ pub async fn gate(
         .unwrap_or_default();
     match ctx.breakers.admit(endpoint, &key, &created, now) {
         Admission::Go => {
-            if waiting.is_some() && drivers::status::end_wait(status, &[STORAGE_UNAVAILABLE]) {
+            if waiting.is_none() {
+                return Ok(None);
+            }
+            let retried = retry_storage_failures(ctx, job).await?;
+            if drivers::status::end_wait(status, &[STORAGE_UNAVAILABLE]) {
                 crate::controller::write(ctx, job, status.clone()).await?;
+            }
+            if retried {
+                // The deleted object's watch event comes next; the driver then creates a new one.
+                return Ok(Some(Action::requeue(Duration::from_secs(2))));
             }
             Ok(None)
         }
@@ -511,8 +549,55 @@ pub async fn gate(
     }
 }
 
-/// Looks at a driver's step: a status whose `Ready=False` message is a storage outage on
-/// `endpoint` (or naming none) counts as a failure of that endpoint, and once the breaker is open
+/// A resumed job whose driver object failed for storage reasons while the store was down is
+/// retried: the failed object is deleted (the driver creates a new one). Only the CNPG driver's
+/// cnpg Backups: the runner may delete those (the catalog finalizer does); the other operators'
+/// objects it may only create, and their drivers keep their own rules. True when one was deleted.
+async fn retry_storage_failures(
+    ctx: &crate::context::Context,
+    job: &api::backups::BackupJob,
+) -> Result<bool, crate::context::Error> {
+    use kube::ResourceExt;
+    let label = crate::drivers::cnpg::BACKUPS;
+    let ns = job.namespace().unwrap_or_default();
+    let mut deleted = false;
+    for backup in ctx.caches.owned_by_job(label, &ns, job) {
+        let error = backup["status"]["error"].as_str().unwrap_or_default();
+        if backup["status"]["phase"] != drivers::cnpg::PHASE_FAILED
+            || drivers::storage_fault::classify(error).is_none()
+        {
+            continue;
+        }
+        let name = backup["metadata"]["name"].as_str().unwrap_or_default();
+        let resource = ctx.caches.resource(label);
+        match ctx
+            .api(&resource, Some(&ns))
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(crate::context::api_err(
+                    "delete",
+                    format!("cnpg.io Backup {ns}/{name}"),
+                )(e));
+            }
+        }
+        tracing::info!(
+            job = %job_key(job),
+            backup = name,
+            "storage recovered: the cnpg Backup that failed while storage was down is deleted; the job takes a new one"
+        );
+        deleted = true;
+    }
+    Ok(deleted)
+}
+
+/// Looks at a driver's step: a status whose `Ready=False` message is a storage outage counts as a
+/// failure of `endpoint`, the system bucket's, whatever address the text names (a strategy may
+/// reach the same store through its in-cluster address while the runner uses the bucket Secret's;
+/// the text, with its address, is kept as the last error), and once the breaker is open
 /// the step becomes the `StorageUnavailable` wait instead of the driver's failure or retry (a job
 /// past its deadline keeps the driver's failure).
 pub fn intercept(
@@ -538,10 +623,6 @@ pub fn intercept(
     let Some(fault) = drivers::storage_fault::classify(&ready.message) else {
         return step;
     };
-    if fault.endpoint.as_deref().is_some_and(|e| e != endpoint) {
-        // Another endpoint than the system bucket's: not one this breaker can probe.
-        return step;
-    }
     let error = redact(&ready.message);
     let open = ctx.breakers.record_failure(
         endpoint,

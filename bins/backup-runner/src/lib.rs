@@ -282,6 +282,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // replica shut down, or its lease expired), not at the next busy-lease requeue.
     controller = controller.reconcile_on(leases.freed::<BackupJob>());
     let mirror = Arc::new(records::Mirror::new(client.clone(), &args.runner));
+    // The storage breaker wakes jobs by key (namespace/name).
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let woken = futures::stream::unfold(woken, |mut rx| async move {
+        let key = rx.recv().await?;
+        let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+        Some((ObjectRef::<BackupJob>::new(name).within(ns), rx))
+    });
+    let controller = controller.reconcile_on(woken);
     let ctx = Arc::new(context::Context {
         client: client.clone(),
         caches: context::Caches {
@@ -296,11 +304,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args: args.runner.clone(),
         readiness: wctx.readiness.clone(),
         mirror: mirror.clone(),
-        breakers: Arc::new(breaker::Breakers::new(breaker::Settings {
-            failures: args.runner.storage_breaker_failures,
-            window: args.runner.storage_breaker_window,
-            recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
-        })),
+        breakers: Arc::new(
+            breaker::Breakers::new(breaker::Settings {
+                failures: args.runner.storage_breaker_failures,
+                window: args.runner.storage_breaker_window,
+                recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
+            })
+            .with_wake(wake),
+        ),
     });
     let jobs = controller
         .graceful_shutdown_on(wctx.shutdown.signaled())
