@@ -38,13 +38,18 @@ async fn platform() -> Platform {
 
 /// Plan `name` of [`APP`] whose cron fires on New Year only, with `verification`.
 async fn plan(p: &Platform, name: &str, verification: serde_json::Value) {
+    plan_on(p, name, "0 0 1 1 *", verification).await;
+}
+
+/// Plan `name` of [`APP`] on `cron`, with `verification`.
+async fn plan_on(p: &Platform, name: &str, cron: &str, verification: serde_json::Value) {
     let plan: Plan = serde_json::from_value(json!({
     "apiVersion": "backups.cozystack.io/v1alpha1", "kind": "Plan",
     "metadata": {"name": name, "namespace": TENANT},
     "spec": {
         "applicationRef": {"apiGroup": "apps.cozystack.io", "kind": "Postgres", "name": APP},
         "backupClassName": "cozy-default",
-        "schedule": {"type": "cron", "cron": "0 0 1 1 *"},
+        "schedule": {"type": "cron", "cron": cron},
         "verification": verification,
     }}))
     .unwrap();
@@ -196,13 +201,63 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
     let uri = p.uri(APP).await;
     psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
     psql(&uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'cups')");
-    plan(
+    // The Plan backs up at its first slot (within a minute); its cron then moves to New Year, so
+    // that no second slot fires during the test.
+    plan_on(
         &p,
         "orders-drilled",
+        "* * * * *",
         json!({"every": 1, "sql": "SELECT 1 FROM orders WHERE item = 'cups'", "timeoutSeconds": 240}),
     )
     .await;
-    let backup = planned_backup(&p, "db-planned", "orders-drilled").await;
+    let jobs: Api<BackupJob> = Api::namespaced(p.h.client(), TENANT);
+    eventually_within(
+        "the Plan's first BackupJob",
+        Duration::from_secs(60) + DATAPLANE_DEADLINE,
+        || async {
+            let list = jobs.list(&Default::default()).await.ok()?.items;
+            list.iter()
+                .any(|j| {
+                    j.spec
+                        .plan_ref
+                        .as_ref()
+                        .is_some_and(|r| r.name == "orders-drilled")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    Api::<Plan>::namespaced(p.h.client(), TENANT)
+        .patch(
+            "orders-drilled",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"schedule": {"cron": "0 0 1 1 *"}}})),
+        )
+        .await
+        .unwrap();
+    let backups: Api<Backup> = Api::namespaced(p.h.client(), TENANT);
+    let backup = eventually_within("the Plan's Backup Ready", DATAPLANE_DEADLINE, || async {
+        backups
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|b| {
+                b.spec
+                    .plan_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == "orders-drilled")
+                    && b.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Ready")
+            })
+    })
+    .await;
+    assert_eq!(
+        jobs.list(&Default::default()).await.unwrap().items.len(),
+        1,
+        "one slot fired"
+    );
+    let name = backup.name_any();
     let before = rows(&uri);
     // Every password the scratch copy's `-app` Secret held while the drill ran (the check
     // connects with it): none may reach the orchestrator's log, Events, the Backup or metrics.
@@ -226,7 +281,7 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
         }
     });
 
-    let b = verified(&p, "db-planned", DRILL).await;
+    let b = verified(&p, &name, DRILL).await;
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let passwords = watcher.await.unwrap();
     assert!(
@@ -261,7 +316,7 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
         "the state is gone with the result"
     );
     assert!(
-        p.h.events_about(TENANT, "db-planned")
+        p.h.events_about(TENANT, &name)
             .await
             .iter()
             .any(|(_, r, _)| r == "VerificationPassed")
@@ -325,7 +380,7 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
     );
     let daemon = p.h.daemon("restore-orchestrator").unwrap();
     let log = daemon.log();
-    let events = format!("{:?}", p.h.events_about(TENANT, "db-planned").await);
+    let events = format!("{:?}", p.h.events_about(TENANT, &name).await);
     let recorded = serde_json::to_string(&b).unwrap();
     let secrets: Vec<&str> = passwords.iter().map(String::as_str).collect();
     harness::leak::assert_no_leaks(
