@@ -22,4 +22,5 @@ mod mariadb;
 mod mongodb;
 mod plans;
 mod scale;
+mod storage_breaker;
 mod velero;
