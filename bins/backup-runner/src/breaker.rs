@@ -401,6 +401,22 @@ impl Breakers {
         }
     }
 
+    /// Forgets the jobs that are gone or terminal by `alive` (a deleted job is never reconciled
+    /// again, so it would hold its resume slot or place in line for ever).
+    pub fn prune(&self, alive: impl Fn(&str) -> bool) {
+        let gone: Vec<String> = {
+            let all = self.endpoints.lock().expect("breaker lock");
+            all.values()
+                .flat_map(|e| e.resumed.iter().chain(e.waiting.iter().map(|(_, j)| j)))
+                .filter(|j| !alive(j))
+                .cloned()
+                .collect()
+        };
+        for job in gone {
+            self.release(&job);
+        }
+    }
+
     /// A job on `endpoint` succeeded: its storage works, earlier failures no longer count.
     pub fn succeeded(&self, endpoint: &str) {
         self.with(endpoint, |e| e.failures.clear());
@@ -457,6 +473,15 @@ pub async fn gate(
     let wall =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let key = job_key(job);
+    ctx.breakers.prune(|key| {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let found = ctx.jobs.get(
+            &kube::runtime::reflector::ObjectRef::<api::backups::BackupJob>::new(name).within(ns),
+        );
+        found.is_some_and(|j| {
+            !api::contract::phases::is_terminal(j.status.as_ref().and_then(|s| s.phase.as_deref()))
+        })
+    });
     let waiting = drivers::status::ready(&status.conditions)
         .filter(|c| c.reason == STORAGE_UNAVAILABLE)
         .map(|c| c.message.clone());
@@ -755,6 +780,27 @@ mod tests {
         b.release("ns/new");
         // Closed: anyone goes.
         assert_eq!(b.admit(E, "ns/z", "2026-01-01T00:09:00Z", t), Admission::Go);
+    }
+
+    #[test]
+    fn breaker_forgets_deleted_jobs_so_their_slots_free() {
+        let b = breakers();
+        let t = Instant::now();
+        for j in ["a", "b", "c"] {
+            b.record_failure(E, j, K, "refused", t);
+        }
+        for (j, c) in [("ns/1", "1"), ("ns/2", "2"), ("ns/3", "3")] {
+            assert!(waits(&b.admit(E, j, c, t)));
+        }
+        b.probed(E, Ok(()), t);
+        assert_eq!(b.admit(E, "ns/1", "1", t), Admission::Go);
+        assert_eq!(b.admit(E, "ns/2", "2", t), Admission::Go);
+        assert!(waits(&b.admit(E, "ns/3", "3", t)));
+        // ns/1 was deleted (never reconciled again): pruning frees its slot.
+        b.prune(|j| j != "ns/1");
+        assert_eq!(b.admit(E, "ns/3", "3", t), Admission::Go);
+        b.prune(|_| false);
+        assert_eq!(b.admit(E, "ns/9", "9", t), Admission::Go);
     }
 
     #[test]

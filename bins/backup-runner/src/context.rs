@@ -121,6 +121,8 @@ pub struct Context {
     pub readiness: Readiness,
     /// The system bucket (the storage breaker probes it; the catalog mirror shares it).
     pub mirror: std::sync::Arc<crate::records::Mirror>,
+    /// The BackupJobs as the controller's watch sees them (the breaker forgets jobs gone from it).
+    pub jobs: kube::runtime::reflector::Store<api::backups::BackupJob>,
     /// The storage breakers, one per object-store endpoint.
     pub breakers: std::sync::Arc<crate::breaker::Breakers>,
 }

@@ -304,6 +304,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args: args.runner.clone(),
         readiness: wctx.readiness.clone(),
         mirror: mirror.clone(),
+        jobs: jobs_store.clone(),
         breakers: Arc::new(
             breaker::Breakers::new(breaker::Settings {
                 failures: args.runner.storage_breaker_failures,
