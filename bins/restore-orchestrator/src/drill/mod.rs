@@ -360,6 +360,22 @@ pub fn last_passed(backups: &[&Backup]) -> Option<Timestamp> {
         .max()
 }
 
+/// The scratch application's spec: the source's, with the chart-wired backups of a Postgres
+/// application (`backup.enabled`) turned off, so that the copy writes nothing to the tenant's
+/// backup destination (the restore still reads the source archive through its bootstrap).
+pub fn scratch_spec(source: Option<&serde_json::Value>) -> serde_json::Value {
+    let mut spec = source
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(backup) = spec.get_mut("backup").and_then(|b| b.as_object_mut())
+        && backup.contains_key("enabled")
+    {
+        backup.insert("enabled".into(), serde_json::Value::Bool(false));
+    }
+    spec
+}
+
 /// Whether an application object is a drill's scratch copy (labelled [`drills::LABEL`]).
 pub fn is_scratch(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
     labels

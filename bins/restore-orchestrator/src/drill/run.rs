@@ -441,9 +441,7 @@ impl Drills {
             .get_opt(&app.name)
             .await
             .map_err(|e| format!("could not read the application {}: {e}", app.name))?;
-        let spec = source
-            .and_then(|s| s.data.get("spec").cloned())
-            .unwrap_or_else(|| json!({}));
+        let spec = super::scratch_spec(source.as_ref().and_then(|s| s.data.get("spec")));
         let body = json!({
             "apiVersion": format!("{}/{}", groups::APPS, groups::V1ALPHA1),
             "kind": app.kind,

@@ -271,3 +271,19 @@ fn scratch_applications_are_recognised_by_label() {
     assert!(!is_scratch(Some(&Default::default())));
     assert!(!is_scratch(None));
 }
+
+#[test]
+fn the_scratch_copy_keeps_the_source_spec_without_chart_wired_backups() {
+    use serde_json::json;
+    let source = json!({"size": "1Gi", "replicas": 2,
+        "backup": {"enabled": true, "destinationPath": "s3://b/p/", "schedule": "0 2 * * *"}});
+    assert_eq!(
+        scratch_spec(Some(&source)),
+        json!({"size": "1Gi", "replicas": 2,
+            "backup": {"enabled": false, "destinationPath": "s3://b/p/", "schedule": "0 2 * * *"}})
+    );
+    let plain = json!({"size": "1Gi", "replicas": 1});
+    assert_eq!(scratch_spec(Some(&plain)), plain);
+    assert_eq!(scratch_spec(None), json!({}));
+    assert_eq!(scratch_spec(Some(&json!("odd"))), json!({}));
+}
