@@ -700,3 +700,99 @@ async fn a_check_that_finds_no_row_records_failed_and_still_cleans_up() {
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_drill_once_when_the_leader_is_killed_mid_drill() {
+    let mut p = Platform::start_with(async |h: &mut Harness| {
+        let lease = h
+            .spawn_component_lease_server(
+                DaemonSpec::new("lease-server", bin("lease-server")).args([
+                    "--namespace",
+                    "cozy-backup-controller",
+                    "--max-ttl",
+                    "3s",
+                ]),
+                "restore-orchestrator",
+                "cozy-backup-controller",
+                READY,
+            )
+            .await
+            .unwrap();
+        ["orchestrator-0", "orchestrator-1"]
+            .map(|who| {
+                DaemonSpec::new(who, bin("restore-orchestrator"))
+                    .args(lease.args())
+                    .args([
+                        "--identity",
+                        who,
+                        "--lease-ttl",
+                        "3s",
+                        "--drill-interval=1s",
+                    ])
+            })
+            .to_vec()
+    })
+    .await;
+    p.app(APP).await;
+    let uri = p.uri(APP).await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    // The leader is stopped right after it created the scratch application (write 2).
+    p.h.emulator().unwrap().hold(harness::Hold {
+        verb: Some("create".into()),
+        group: Some("apps.cozystack.io".into()),
+        resource: Some("postgreses".into()),
+        subresource: Some(String::new()),
+        user_agent: Some("restore-orchestrator/".into()),
+    });
+    plan(
+        &p,
+        "failover",
+        json!({"every": 1, "sql": "SELECT 1 FROM orders", "timeoutSeconds": 240}),
+    )
+    .await;
+    let backup = planned_backup(&p, "db-failover", "failover").await;
+    eventually_within("the scratch application's create held", DRILL, || async {
+        (p.h.emulator().unwrap().held() > 0).then_some(())
+    })
+    .await;
+    let leader = eventually_within("VerificationStarted", READY, || async {
+        let events: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            p.h.client(),
+            TENANT,
+            &kube::core::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
+        );
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            (e.data["reason"] == "VerificationStarted"
+                && e.data["regarding"]["name"] == "db-failover")
+                .then(|| e.data["reportingInstance"].as_str().map(str::to_owned))
+                .flatten()
+        })
+    })
+    .await;
+    p.h.kill(&leader).await.unwrap();
+    p.h.emulator().unwrap().release_holds();
+
+    let b = verified(&p, "db-failover", DRILL).await;
+    let (result, message) = verification(&b);
+    assert_eq!(result, "Passed", "{message}");
+    no_scratch_left(&p, &backup).await;
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
+        1
+    );
+    assert_eq!(
+        audit.creates_by(
+            "restore-orchestrator/",
+            "backups.cozystack.io",
+            "restorejobs"
+        ),
+        1
+    );
+    assert_eq!(rows(&uri), "tea");
+    assert_eq!(live_writes(&p), Vec::<String>::new());
+    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    p.h.cleanup().await.unwrap();
+}
