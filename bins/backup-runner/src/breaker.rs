@@ -212,7 +212,8 @@ impl Breakers {
                 e.failures.pop_front();
             }
             let distinct: HashSet<&str> = e.failures.iter().map(|(_, j)| j.as_str()).collect();
-            if distinct.len() as u32 >= settings.failures && matches!(e.mode, Mode::Closed) {
+            // Closed, or Recovering (the store went away again while the backlog resumed).
+            if distinct.len() as u32 >= settings.failures {
                 tracing::warn!(
                     endpoint,
                     failures = distinct.len(),
@@ -801,6 +802,26 @@ mod tests {
         assert_eq!(b.admit(E, "ns/3", "3", t), Admission::Go);
         b.prune(|_| false);
         assert_eq!(b.admit(E, "ns/9", "9", t), Admission::Go);
+    }
+
+    #[test]
+    fn breaker_reopens_when_storage_fails_again_while_jobs_resume() {
+        let b = breakers();
+        let t = Instant::now();
+        for j in ["a", "b", "c"] {
+            b.record_failure(E, j, K, "refused", t);
+        }
+        assert!(waits(&b.admit(E, "ns/1", "1", t)));
+        assert!(waits(&b.admit(E, "ns/2", "2", t)));
+        b.probed(E, Ok(()), t);
+        assert_eq!(b.admit(E, "ns/1", "1", t), Admission::Go);
+        assert!(!b.record_failure(E, "ns/1", K, "reset", t));
+        assert!(!b.record_failure(E, "ns/x", K, "reset", t));
+        assert!(b.record_failure(E, "ns/y", K, "reset", t));
+        assert!(matches!(
+            b.admit(E, "ns/2", "2", t),
+            Admission::Wait { probe: true, .. }
+        ));
     }
 
     #[test]

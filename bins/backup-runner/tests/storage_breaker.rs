@@ -30,8 +30,9 @@ const APPS: [&str; 2] = ["shop-db", "blog-db"];
 const PLANS_PER_APP: usize = 3;
 /// `--storage-recovery-concurrency` of the runner under test.
 const CONCURRENCY: usize = 2;
-/// Failed probes the outage lasts for after the runner's restart (steps 0, 5, 10, 20 s).
-const PROBES_AFTER_RESTART: f64 = 4.0;
+/// Failed probes the outage lasts for after the runner's restart (at once, then after 5, 10, 20,
+/// 40 and 60 s): with the time the breaker takes to open, about three minutes of outage.
+const PROBES_AFTER_RESTART: f64 = 6.0;
 /// The deadline of each phase of the scenario (a Plan slot is a minute; a base backup some
 /// seconds; barman-cloud retries a refused connection for a while before it gives up).
 const PHASE: Duration = Duration::from_secs(300);
