@@ -438,6 +438,21 @@ pub fn redact(text: &str) -> String {
     out
 }
 
+/// Whether a probe's answer means the store is back: any answer but a 5xx or 429 (a 403 or 404 is
+/// the store answering, about the system credentials or bucket, which the jobs' own credentials
+/// do not share; waiting would not change it). The error is redacted.
+pub fn probe_outcome(result: Result<(), backup_storage::s3::S3Error>) -> Result<(), String> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(backup_storage::s3::S3Error::Status { status, .. })
+            if status < 500 && status != 429 =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(redact(&e.to_string())),
+    }
+}
+
 /// The `Ready=False` reason of a job waiting for its object store.
 pub const STORAGE_UNAVAILABLE: &str = "StorageUnavailable";
 
@@ -521,7 +536,7 @@ pub async fn gate(
                 let endpoint = endpoint.to_owned();
                 tracing::info!(endpoint, "storage probe: HEAD of the system bucket");
                 tokio::spawn(async move {
-                    let result = s3.head_bucket().await.map_err(|e| redact(&e.to_string()));
+                    let result = probe_outcome(s3.head_bucket().await);
                     breakers.probed(&endpoint, result, Instant::now());
                 });
             }
@@ -839,6 +854,31 @@ mod tests {
         // A stale condition seen later does not reopen a breaker this process already probed.
         b.seed(E, "connection: refused", t);
         assert_eq!(b.admit(E, "ns/b", "2", t), Admission::Go);
+    }
+
+    #[test]
+    fn breaker_probe_counts_any_answer_but_5xx_and_throttling_as_back() {
+        use backup_storage::s3::S3Error;
+        let status = |status: u16, code: &str| S3Error::Status {
+            op: "head",
+            key: String::new(),
+            status,
+            code: code.into(),
+        };
+        assert_eq!(probe_outcome(Ok(())), Ok(()));
+        assert_eq!(probe_outcome(Err(status(403, ""))), Ok(()));
+        assert_eq!(probe_outcome(Err(status(404, ""))), Ok(()));
+        assert_eq!(
+            probe_outcome(Err(status(503, "ServiceUnavailable"))),
+            Err("S3 head : HTTP 503 ServiceUnavailable".into())
+        );
+        assert!(probe_outcome(Err(status(429, "SlowDown"))).is_err());
+        let refused = S3Error::Transport {
+            op: "head",
+            key: String::new(),
+            message: "error sending request: Connection refused (os error 111)".into(),
+        };
+        assert!(probe_outcome(Err(refused)).is_err());
     }
 
     #[test]
