@@ -18,10 +18,10 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-/// The drilled application. Short: the simulated CloudNativePG keeps each server's Unix socket
-/// under a directory named after its Cluster, and a socket path holds at most 107 bytes, so the
-/// scratch copy `postgres-db-verify-<hash>` must stay short in the harness's work directory.
-const APP: &str = "db";
+/// The drilled application, named as the dev control plane's seeded one: its scratch copy's
+/// socket path in the harness's work directory passes the 107 bytes a unix socket path may hold,
+/// which the simulated CloudNativePG must handle.
+const APP: &str = "orders-db";
 
 /// A whole drill: the copy restore (WAL gate, purge, recovery) and the check.
 const DRILL: Duration = Duration::from_secs(300);

@@ -619,7 +619,7 @@ impl Instance {
                 let _ = stop.wait_for(|s| *s).await;
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir.root);
+        self.dir.remove_all();
         tracing::info!(
             namespace = self.ns,
             cluster = self.name,

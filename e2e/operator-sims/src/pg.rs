@@ -364,9 +364,27 @@ impl InstanceDir {
     pub fn data(&self) -> PathBuf {
         self.root.join("data")
     }
-    /// The socket directory.
+    /// The socket directory: `run/` inside the instance's directory, or, when a socket there
+    /// would pass the 107 bytes a unix socket path may hold (a long data directory, namespace or
+    /// Cluster name, such as a restore drill's scratch copy), a directory under the temporary
+    /// directory named by a hash of the instance's path.
     pub fn run(&self) -> PathBuf {
-        self.root.join("run")
+        use std::hash::{Hash as _, Hasher as _};
+        let inside = self.root.join("run");
+        // The socket is `<dir>/.s.PGSQL.<port>`: up to 16 more bytes.
+        if inside.as_os_str().len() + 16 <= 107 {
+            return inside;
+        }
+        // SipHash with fixed keys: the same directory for the same instance in every process.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.root.hash(&mut h);
+        std::env::temp_dir().join(format!("cozy-pg-{:016x}", h.finish()))
+    }
+
+    /// Removes the instance's directories (its socket directory too, when that lies outside).
+    pub fn remove_all(&self) {
+        let _ = std::fs::remove_dir_all(self.run());
+        let _ = std::fs::remove_dir_all(&self.root);
     }
     fn bin(&self, name: &str) -> PathBuf {
         self.root.join("bin").join(name)
@@ -386,6 +404,10 @@ impl InstanceDir {
         }
         std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
             .map_err(io(format!("chmod {}", self.root.display())))?;
+        if let (false, Some(r)) = (self.run().starts_with(&self.root), tc.run_as) {
+            std::os::unix::fs::chown(self.run(), Some(r.uid), Some(r.gid))
+                .map_err(io(format!("chown {}", self.run().display())))?;
+        }
         self.chown_tree(tc)
     }
 
@@ -813,6 +835,30 @@ pub fn postgres_target_time(value: &str) -> Option<(String, chrono::DateTime<chr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_path_always_fits_in_a_unix_socket_address() {
+        let short = InstanceDir {
+            root: PathBuf::from("/d/pg/tenant-root/db"),
+        };
+        assert_eq!(short.run(), PathBuf::from("/d/pg/tenant-root/db/run"));
+        let long = InstanceDir {
+            root: PathBuf::from(format!(
+                "/tmp/e2e-harness-123456-7/dataplane/pg/tenant-{}/orders-db-verify-0a1b2c3d",
+                "x".repeat(40)
+            )),
+        };
+        let run = long.run();
+        assert!(
+            run.as_os_str().len() + ".s.PGSQL.65535".len() < 107,
+            "{run:?}"
+        );
+        assert_eq!(run, long.run(), "the same instance gets the same directory");
+        let other = InstanceDir {
+            root: long.root.with_file_name("orders-db-verify-ffffffff"),
+        };
+        assert_ne!(run, other.run());
+    }
 
     #[test]
     fn passwd_lookup() {
