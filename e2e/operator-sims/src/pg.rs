@@ -1,4 +1,6 @@
 //! Local PostgreSQL processes and the barman-cloud commands around them, for the CNPG simulator.
+//! Just over 1,000 lines, kept in one file because the instance directory, the process supervision
+//! and the barman commands share one invariant (nothing started here outlives the simulator).
 //!
 //! ```text
 //!  <data-dir>/pg/<namespace>/<cluster>/      owned by the unprivileged user, 0700

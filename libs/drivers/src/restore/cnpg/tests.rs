@@ -1,4 +1,7 @@
-//! Table tests of the CNPG restore, pass by pass.
+//! Table tests of the CNPG restore, pass by pass. Over 1,000 lines because each test steps the
+//! whole decision through its passes with the observed objects written out, one table per path
+//! (copy, in place, safety backup, archive catch-up, purge, convergence, diagnosis); splitting them
+//! by stage would separate a path's passes from each other.
 
 use super::*;
 use crate::restore::{Action, OnError};
