@@ -46,6 +46,20 @@ spec:
     recoveryTime: "RECOVERY_TIME"
 "#;
 
+/// A platform where `orders-db` holds the table `orders` with the row `tea` and one Backup
+/// (`orders-db-adhoc`), and an empty `orders-db-copy` runs: the opening of the restores below.
+/// Answers the platform and the URIs of the source and the copy.
+async fn orders_backed_up_with_a_copy() -> (Platform, String, String) {
+    let p = Platform::start().await;
+    let uri = p.uri("orders-db").await;
+    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
+    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
+    p.backup("orders-db-adhoc").await;
+    p.app("orders-db-copy").await;
+    let copy = p.uri("orders-db-copy").await;
+    (p, uri, copy)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_backup() {
     let mut p = Platform::start().await;
@@ -262,13 +276,7 @@ async fn the_seed_pitr_restores_into_a_copy_and_in_place_twice_with_a_safety_bac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restore_is_undone() {
-    let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-adhoc").await;
-    p.app("orders-db-copy").await;
-    p.uri("orders-db-copy").await;
+    let (mut p, uri, _copy) = orders_backed_up_with_a_copy().await;
     let before = p.h.audit().requests.len();
 
     // Before the window: rejected at once, nothing touched.
@@ -421,13 +429,7 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_near_now_target_converges_behind_a_slow_archiver() {
-    let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-adhoc").await;
-    p.app("orders-db-copy").await;
-    p.uri("orders-db-copy").await;
+    let (mut p, uri, _copy) = orders_backed_up_with_a_copy().await;
     // Every WAL segment now reaches the bucket seconds late.
     let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
     clusters
@@ -712,13 +714,7 @@ async fn s3_faults(p: &Platform, faults: operator_sims::s3::Faults) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_two_seconds_ago_restores_into_a_copy_and_in_place_without_archive_timeout() {
-    let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-adhoc").await;
-    p.app("orders-db-copy").await;
-    p.uri("orders-db-copy").await;
+    let (mut p, uri, _copy) = orders_backed_up_with_a_copy().await;
     let mut id = 1;
 
     // Into the copy: the target's WAL segment is still open (archive_timeout is 5 minutes).
@@ -785,13 +781,7 @@ async fn a_target_two_seconds_ago_restores_into_a_copy_and_in_place_without_arch
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archive_that_cannot_catch_up_fails_unreachable_and_leaves_the_target_untouched() {
     use operator_sims::s3::{FaultMode, Faults};
-    let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-adhoc").await;
-    p.app("orders-db-copy").await;
-    let copy = p.uri("orders-db-copy").await;
+    let (mut p, uri, copy) = orders_backed_up_with_a_copy().await;
     psql(&copy, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
     psql(&copy, "INSERT INTO orders VALUES (1, 'the copy as it was')");
     let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
@@ -906,13 +896,7 @@ async fn an_archive_that_cannot_catch_up_fails_unreachable_and_leaves_the_target
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_waiting_for_the_wal_switch_creates_no_second_switch() {
-    let mut p = Platform::start().await;
-    let uri = p.uri("orders-db").await;
-    psql(&uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)");
-    psql(&uri, "INSERT INTO orders VALUES (1, 'tea')");
-    p.backup("orders-db-adhoc").await;
-    p.app("orders-db-copy").await;
-    p.uri("orders-db-copy").await;
+    let (mut p, uri, _copy) = orders_backed_up_with_a_copy().await;
     // The source's Backups stay `started` until the annotation goes: the restore waits.
     let clusters = p.h.dynamic::<api::thirdparty::cnpg::Cluster>(TENANT);
     let annotate = |value: serde_json::Value| {
