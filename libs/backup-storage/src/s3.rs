@@ -403,7 +403,10 @@ impl S3Client {
 fn without_url(e: &reqwest::Error) -> String {
     let mut msg = e.to_string();
     if let Some(url) = e.url() {
-        msg = msg.replace(url.as_str(), "");
+        // reqwest writes "… for url (<url>)": drop the phrase with the URL.
+        msg = msg
+            .replace(&format!(" for url ({})", url.as_str()), "")
+            .replace(url.as_str(), "");
     }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -580,6 +583,43 @@ fn parse_list(xml: &str) -> Result<Page, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_head_names_neither_the_url_nor_a_key() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let client = S3Client::new(S3Config {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            bucket: "bucket-x".into(),
+            region: String::new(),
+            access_key: "AKIAEXAMPLEKEY".into(),
+            secret_key: "SECRETEXAMPLEVALUE".into(),
+            ca_pem: None,
+        })
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let err = runtime.block_on(client.head_bucket()).unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("S3 head : error sending request"),
+            "{text}"
+        );
+        for word in [
+            "for url",
+            "127.0.0.1",
+            "AKIAEXAMPLEKEY",
+            "SECRETEXAMPLEVALUE",
+        ] {
+            assert!(!text.contains(word), "{word} in {text}");
+        }
+    }
 
     #[test]
     fn encodes_as_sigv4_wants() {
