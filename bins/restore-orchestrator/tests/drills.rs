@@ -194,6 +194,27 @@ fn live_writes(p: &Platform) -> Vec<String> {
     out
 }
 
+/// One scratch application and one RestoreJob were ever created, the live rows are the seed's
+/// `tea`, nothing of the live application was written, and every request was allowed.
+fn one_drill_and_the_live_application_untouched(p: &Platform, uri: &str) {
+    let audit = p.h.audit();
+    assert_eq!(
+        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
+        1
+    );
+    assert_eq!(
+        audit.creates_by(
+            "restore-orchestrator/",
+            "backups.cozystack.io",
+            "restorejobs"
+        ),
+        1
+    );
+    assert_eq!(rows(uri), "tea");
+    assert_eq!(live_writes(p), Vec::<String>::new());
+    harness::rbac::assert_allowed(&audit, "restore-orchestrator");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_cleans_up() {
     let p = platform().await;
@@ -541,22 +562,7 @@ async fn kill_9_after_each_write_of_a_drill_leaves_nothing_and_records_one_resul
         .await
         .unwrap();
     assert_eq!(again.status.unwrap().verification, recorded);
-    let audit = p.h.audit();
-    assert_eq!(
-        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
-        1
-    );
-    assert_eq!(
-        audit.creates_by(
-            "restore-orchestrator/",
-            "backups.cozystack.io",
-            "restorejobs"
-        ),
-        1
-    );
-    assert_eq!(rows(&uri), "tea");
-    assert_eq!(live_writes(&p), Vec::<String>::new());
-    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    one_drill_and_the_live_application_untouched(&p, &uri);
     p.h.cleanup().await.unwrap();
 }
 
@@ -778,21 +784,6 @@ async fn two_replicas_drill_once_when_the_leader_is_killed_mid_drill() {
     let (result, message) = verification(&b);
     assert_eq!(result, "Passed", "{message}");
     no_scratch_left(&p, &backup).await;
-    let audit = p.h.audit();
-    assert_eq!(
-        audit.creates_by("restore-orchestrator/", "apps.cozystack.io", "postgreses"),
-        1
-    );
-    assert_eq!(
-        audit.creates_by(
-            "restore-orchestrator/",
-            "backups.cozystack.io",
-            "restorejobs"
-        ),
-        1
-    );
-    assert_eq!(rows(&uri), "tea");
-    assert_eq!(live_writes(&p), Vec::<String>::new());
-    harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
+    one_drill_and_the_live_application_untouched(&p, &uri);
     p.h.cleanup().await.unwrap();
 }
