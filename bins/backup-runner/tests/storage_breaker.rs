@@ -4,7 +4,8 @@
 //! the jobs wait with `Ready=False StorageUnavailable` and none fails; the runner is killed with
 //! SIGKILL mid-outage and the new process picks the outage up from the jobs' conditions; probes
 //! follow the backoff steps (one per step); when S3 comes back the waiting jobs resume with bounded
-//! concurrency and every Plan backs up again. The time from S3's return to the last waiting job's
+//! concurrency and every Plan backs up again. The same, shorter and without the kill, with S3
+//! answering 503 to everything. The time from S3's return to the last waiting job's
 //! success is printed (docs/reliability.md records it).
 //!
 //! Scale: 6 Plans over 2 PostgreSQL clusters (the simulated CNPG runs one base backup per cluster
@@ -30,9 +31,11 @@ const APPS: [&str; 2] = ["shop-db", "blog-db"];
 const PLANS_PER_APP: usize = 3;
 /// `--storage-recovery-concurrency` of the runner under test.
 const CONCURRENCY: usize = 2;
-/// Failed probes the outage lasts for after the runner's restart (at once, then after 5, 10, 20,
-/// 40 and 60 s): with the time the breaker takes to open, about three minutes of outage.
+/// Failed probes the `stop` outage lasts for after the runner's restart (at once, then after 5,
+/// 10, 20, 40 and 60 s): with the time the breaker takes to open, about three minutes of outage.
 const PROBES_AFTER_RESTART: f64 = 6.0;
+/// Failed probes the `unavailable` (503) outage lasts for (at once, then after 5 and 10 s).
+const PROBES_503: f64 = 3.0;
 /// The deadline of each phase of the scenario (a Plan slot is a minute; a base backup some
 /// seconds; barman-cloud retries a refused connection for a while before it gives up).
 const PHASE: Duration = Duration::from_secs(300);
@@ -89,6 +92,19 @@ fn log_lines(log: &str, message: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_resume_bounded() {
+    outage("stop", true, PROBES_AFTER_RESTART).await;
+}
+
+/// The same with S3 answering 503 `ServiceUnavailable` to every request (barman-cloud's `An error
+/// occurred (503)`, the probe's `HTTP 503`), without the restart and shorter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_answering_503_jobs_wait_and_resume_bounded() {
+    outage("unavailable", false, PROBES_503).await;
+}
+
+/// The scenario with S3's fault switch at `mode`, the runner killed mid-outage when `kill`, the
+/// outage lasting until the (last) runner process failed `probes` probes.
+async fn outage(mode: &str, kill: bool, probes: f64) {
     let mut h = Harness::start().await.unwrap();
     h.create_namespaces(&[
         "tenant-root",
@@ -172,7 +188,7 @@ async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_
     // S3 stops. The breaker opens once two jobs failed for storage reasons, and jobs wait with
     // the explained condition.
     let stopped_at = k8s_openapi::jiff::Timestamp::now();
-    s3_mode(&dp, "stop").await;
+    s3_mode(&dp, mode).await;
     let mut runner: Admin = h.daemon("backup-runner").unwrap().admin().await.unwrap();
     let endpoint = eventually_within("the storage breaker opens", PHASE, || async {
         runner
@@ -214,12 +230,14 @@ async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_
 
     // kill -9 mid-outage: the new process opens the breaker from the jobs' conditions and probes
     // from the first step again.
-    h.restart("backup-runner", WAIT).await.unwrap();
-    runner = h.daemon("backup-runner").unwrap().admin().await.unwrap();
-    eventually_within("failed probes after the restart", PHASE, || async {
+    if kill {
+        h.restart("backup-runner", WAIT).await.unwrap();
+        runner = h.daemon("backup-runner").unwrap().admin().await.unwrap();
+    }
+    eventually_within("failed probes", PHASE, || async {
         let m = runner.metrics();
         (m.get(AVAILABLE, &[("endpoint", &endpoint)]) == Some(0.0)
-            && m.sum(PROBES, &[("result", "error")]) >= PROBES_AFTER_RESTART)
+            && m.sum(PROBES, &[("result", "error")]) >= probes)
             .then_some(())
     })
     .await;
@@ -295,7 +313,7 @@ async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_
     let most_at_once = most_at_once.load(Ordering::Relaxed);
     let recovered_in = (last_done.0 - back_wall).get_seconds();
     println!(
-        "S3 stopped for {} s; S3 back → last waiting job Succeeded: {recovered_in} s ({} jobs waiting, concurrency {CONCURRENCY}; observed in {:?}); most cnpg Backups running at once: {most_at_once}",
+        "S3 {mode} for {} s; S3 back → last waiting job Succeeded: {recovered_in} s ({} jobs waiting, concurrency {CONCURRENCY}; observed in {:?}); most cnpg Backups running at once: {most_at_once}",
         (back_wall - stopped_at).get_seconds(),
         pending.len(),
         back.elapsed()
@@ -334,7 +352,7 @@ async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_
             assert_eq!(pair[1], pair[0] + 1, "probe steps {steps:?}");
         }
     }
-    assert!(restarts <= 1, "probe steps {steps:?}");
+    assert!(restarts <= usize::from(kill), "probe steps {steps:?}");
     let started = log_lines(&log, "storage probe: HEAD of the system bucket").len();
     let succeeded = log_lines(
         &log,
