@@ -24,6 +24,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::context::{Ctx, Error, api_err};
+
+mod storage;
 use crate::drivers::{self, Run};
 use crate::pipeline::{self, Gate};
 
@@ -173,10 +175,10 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             }
             // The storage breaker: while the system bucket's endpoint is down, the job waits
             // (Ready=False StorageUnavailable) instead of running its driver.
-            let storage = crate::breaker::system_endpoint(ctx).await;
+            let storage = storage::system_endpoint(ctx).await;
             if let Some((endpoint, s3)) = &storage
                 && let Some(action) =
-                    crate::breaker::gate(ctx, &job, &mut status, endpoint, s3, deadline).await?
+                    storage::gate(ctx, &job, &mut status, endpoint, s3, deadline).await?
             {
                 return Ok(action);
             }

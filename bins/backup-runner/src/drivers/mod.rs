@@ -22,6 +22,7 @@ pub mod foundationdb;
 pub mod job;
 pub mod mariadb;
 pub mod mongodb;
+mod storage;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod velero;
@@ -376,7 +377,7 @@ pub async fn drive(
             )),
         };
         let step = match storage {
-            Some(endpoint) => crate::breaker::intercept(ctx, run, step, endpoint),
+            Some(endpoint) => storage::intercept(ctx, run, step, endpoint),
             None => step,
         };
         match step {
