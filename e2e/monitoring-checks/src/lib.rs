@@ -343,6 +343,11 @@ pub const RARE: &[(&str, &str)] = &[
         "a passed restore drill; the dev demos create no Plan with spec.verification",
     ),
     (
+        "cozy_backups_backup_runner_storage_available",
+        "a job passing the storage breaker, which guards the system bucket's endpoint only with \
+         the catalog on; the dev backup-runner runs without the catalog",
+    ),
+    (
         "cozy_backups_lease_server_grants_total",
         "a lease request; the dev daemons run single-replica without the lease service",
     ),
