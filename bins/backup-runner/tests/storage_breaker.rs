@@ -12,7 +12,7 @@
 //! at a time). Fifty Plans mean fifty real base backups a minute, which a 2-core machine cannot
 //! run next to the rest of the suite; the breaker's bookkeeping does not depend on the count.
 
-use crate::support::{self, WAIT, bin};
+use crate::support::{self, WAIT};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use api::backups::{BackupJob, Plan};
 use harness::dataplane::{DataPlane, apply};
-use harness::{Admin, DaemonSpec, Harness, eventually_within};
+use harness::{Admin, Harness, eventually_within};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
@@ -118,16 +118,7 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
         .spawn_dataplane("s3,cosi,cnpg,flux", &["--cosi-delay-ms=10"])
         .await
         .unwrap();
-    h.spawn_ready(
-        DaemonSpec::new("strategy-renderer", bin("strategy-renderer"))
-            .args([format!("--endpoint={}", dp.http)]),
-        WAIT,
-    )
-    .await
-    .unwrap();
-    h.spawn_ready(support::projector(&dp.http), WAIT)
-        .await
-        .unwrap();
+    h.spawn_renderer_and_projector(&dp, WAIT).await.unwrap();
     h.spawn_ready(
         crate::catalog::runner_spec(&dp).args([
             "--storage-breaker-failures=2".to_owned(),

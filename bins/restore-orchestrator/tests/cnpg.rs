@@ -580,30 +580,7 @@ async fn kill_9_after_every_write_of_an_in_place_restore_repeats_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_restore_once_when_the_one_driving_is_killed() {
     let mut p = Platform::start_with(async |h: &mut harness::Harness| {
-        // The secured lease server, as in production: TLS, the orchestrator's ServiceAccount
-        // token reviewed by TokenReview, authorized for `restore-orchestrator/`.
-        let lease = h
-            .spawn_component_lease_server(
-                // Its epoch in its own namespace, where its Role allows it.
-                DaemonSpec::new("lease-server", bin("lease-server")).args([
-                    "--namespace",
-                    "cozy-backup-controller",
-                    "--max-ttl",
-                    "3s",
-                ]),
-                "restore-orchestrator",
-                "cozy-backup-controller",
-                READY,
-            )
-            .await
-            .unwrap();
-        ["orchestrator-0", "orchestrator-1"]
-            .map(|who| {
-                DaemonSpec::new(who, bin("restore-orchestrator"))
-                    .args(lease.args())
-                    .args(["--identity", who, "--lease-ttl", "3s"])
-            })
-            .to_vec()
+        two_leased_orchestrators(h, &[]).await
     })
     .await;
     let t = p.pitr_scenario(&["tea"], "cups", "later").await;

@@ -373,15 +373,7 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
         1
     );
     let mut p = p;
-    let admin =
-        p.h.daemon("restore-orchestrator")
-            .unwrap()
-            .admin()
-            .await
-            .unwrap();
-    let m = tokio::task::spawn_blocking(move || admin.metrics())
-        .await
-        .unwrap();
+    let m = p.h.metrics_of("restore-orchestrator").await.unwrap();
     assert_eq!(
         m.get(
             "cozy_backups_restore_orchestrator_verifications_total",
@@ -679,15 +671,7 @@ async fn a_check_that_finds_no_row_records_failed_and_still_cleans_up() {
     no_scratch_left(&p, &backup).await;
     assert_eq!(rows(&uri), "tea");
     assert_eq!(live_writes(&p), Vec::<String>::new());
-    let admin =
-        p.h.daemon("restore-orchestrator")
-            .unwrap()
-            .admin()
-            .await
-            .unwrap();
-    let m = tokio::task::spawn_blocking(move || admin.metrics())
-        .await
-        .unwrap();
+    let m = p.h.metrics_of("restore-orchestrator").await.unwrap();
     assert_eq!(
         m.get(
             "cozy_backups_restore_orchestrator_verifications_total",
@@ -710,33 +694,7 @@ async fn a_check_that_finds_no_row_records_failed_and_still_cleans_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_drill_once_when_the_leader_is_killed_mid_drill() {
     let mut p = Platform::start_with(async |h: &mut Harness| {
-        let lease = h
-            .spawn_component_lease_server(
-                DaemonSpec::new("lease-server", bin("lease-server")).args([
-                    "--namespace",
-                    "cozy-backup-controller",
-                    "--max-ttl",
-                    "3s",
-                ]),
-                "restore-orchestrator",
-                "cozy-backup-controller",
-                READY,
-            )
-            .await
-            .unwrap();
-        ["orchestrator-0", "orchestrator-1"]
-            .map(|who| {
-                DaemonSpec::new(who, bin("restore-orchestrator"))
-                    .args(lease.args())
-                    .args([
-                        "--identity",
-                        who,
-                        "--lease-ttl",
-                        "3s",
-                        "--drill-interval=1s",
-                    ])
-            })
-            .to_vec()
+        two_leased_orchestrators(h, &["--drill-interval=1s"]).await
     })
     .await;
     p.app(APP).await;

@@ -422,6 +422,17 @@ impl Harness {
             .ok_or_else(|| Error::UnknownDaemon(name.into()))
     }
 
+    /// The daemon's `/metrics` now, parsed (scraped off the async runtime).
+    pub async fn metrics_of(&mut self, name: &str) -> Result<crate::Metrics, Error> {
+        let admin = self.daemon(name)?.admin().await?;
+        tokio::task::spawn_blocking(move || admin.metrics())
+            .await
+            .map_err(|e| Error::Process {
+                what: format!("scraping {name}'s metrics"),
+                source: std::io::Error::other(e.to_string()),
+            })
+    }
+
     /// `kill -9` a daemon.
     pub async fn kill(&mut self, name: &str) -> Result<(), Error> {
         self.daemon(name)?.kill().await

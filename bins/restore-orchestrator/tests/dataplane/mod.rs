@@ -194,6 +194,34 @@ impl Platform {
         .await
     }
 }
+/// Two orchestrator replicas, `orchestrator-0` and `orchestrator-1`, on the secured lease server
+/// as in production (TLS, the orchestrator's ServiceAccount token reviewed by TokenReview,
+/// authorized for `restore-orchestrator/`, its epoch in `cozy-backup-controller`), with a 3 s lease
+/// TTL and `extra` arguments: for [`Platform::start_with`].
+pub async fn two_leased_orchestrators(h: &mut Harness, extra: &[&str]) -> Vec<DaemonSpec> {
+    let lease = h
+        .spawn_component_lease_server(
+            DaemonSpec::new("lease-server", bin("lease-server")).args([
+                "--namespace",
+                "cozy-backup-controller",
+                "--max-ttl",
+                "3s",
+            ]),
+            "restore-orchestrator",
+            "cozy-backup-controller",
+            READY,
+        )
+        .await
+        .unwrap();
+    ["orchestrator-0", "orchestrator-1"]
+        .map(|who| {
+            DaemonSpec::new(who, bin("restore-orchestrator"))
+                .args(lease.args())
+                .args(["--identity", who, "--lease-ttl", "3s"])
+                .args(extra.iter().copied())
+        })
+        .to_vec()
+}
 
 pub fn condition(job: &RestoreJob, type_: &str) -> (String, String, String) {
     let c = job

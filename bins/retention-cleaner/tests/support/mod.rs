@@ -68,15 +68,9 @@ pub async fn spawn_cleaner(h: &mut Harness, args: &[&str]) {
 
 /// The cleaner's metrics now.
 pub async fn metrics(h: &mut Harness) -> Metrics {
-    let admin = h
-        .daemon(COMPONENT)
-        .expect("cleaner spawned")
-        .admin()
+    h.metrics_of(COMPONENT)
         .await
-        .expect("admin address");
-    tokio::task::spawn_blocking(move || admin.metrics())
-        .await
-        .expect("metrics scrape")
+        .expect("the cleaner's metrics")
 }
 
 /// Completed sweep passes so far.
