@@ -119,7 +119,9 @@ fi
 report_rc=0
 if [[ $nextest_rc == 0 ]]; then
   step "RBAC: unused-rule report over this run's requests (nextest and the real-API suites)"
-  cargo run --quiet --locked -p harness --bin rbac-usage -- --strict || report_rc=$?
+  # The binary nextest built (`--bins`): `cargo run -p harness` would rebuild the harness with that
+  # one package's features.
+  "${CARGO_TARGET_DIR:-target}/debug/rbac-usage" --strict || report_rc=$?
 else
   step "RBAC: unused-rule report skipped (the tests failed, so their requests are incomplete)"
 fi

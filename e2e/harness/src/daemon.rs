@@ -272,9 +272,15 @@ impl Daemon {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
+                // What the daemon said last names the checks that held it back.
+                let said = match probe {
+                    Ok(Ok((code, body))) => format!("{code} {}", body.trim()),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                };
                 return Err(Error::Timeout(format!(
-                    "{} to become ready",
-                    self.spec.name
+                    "{} to become ready; its {} answered: {said}",
+                    self.spec.name, self.spec.ready_path
                 )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

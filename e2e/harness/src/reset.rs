@@ -7,12 +7,12 @@
 //! ```text
 //!  1 every instance of every CRD ─► finalizers cleared, deleted (the daemons that owned them are
 //!    gone); ClusterRoles/ClusterRoleBindings that are not kube-apiserver's bootstrap policy ─► deleted
-//!  2 every namespace but default and kube-* ─► deleted, waited for (the namespace controller
-//!    empties them)
+//!  2 every namespace but default and kube-* ─► its `kubernetes` finalizer dropped, deleted,
+//!    emptied by the harness, deleted again, waited for
 //!  3 CRDs the control plane did not start with (simulators', tests') ─► deleted, waited for
 //! ```
-//! The CRDs go last: while one is being removed, discovery fails for its group and the namespace
-//! controller backs off, which made a reset several seconds slower.
+//! The CRDs go last: while one is being removed, discovery fails for its group (and the emptying
+//! of the namespaces with it).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -84,7 +84,13 @@ pub(crate) async fn reset(
     .await?;
     let objects_done = started.elapsed();
 
-    // 2: namespaces. Objects made meanwhile (by nobody, normally) are cleared on every pass.
+    // 2: namespaces. kube-controller-manager's namespace controller empties a terminating
+    // namespace that holds its `kubernetes` finalizer by name, one resource type after another,
+    // for seconds; were it still at work when the next test creates a namespace of the same name,
+    // it would delete that test's objects. So the finalizer goes first, while the namespace is
+    // active: the controller then never starts on it, and the harness empties it instead, many
+    // requests at a time. A namespace a test left terminating (the controller may be at work on
+    // it already) is emptied too but left for the controller to finalize, and waited for.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let doomed = |n: &Namespace| {
         n.metadata
@@ -95,30 +101,33 @@ pub(crate) async fn reset(
     };
     let listed = namespaces.list(&ListParams::default()).await?.items;
     let names: Vec<String> = listed.iter().filter_map(doomed).collect();
-    try_join_all(
-        listed
-            .iter()
-            .filter(|n| n.metadata.deletion_timestamp.is_none())
-            .filter_map(doomed)
-            .map(|name| {
-                let api = &namespaces;
-                async move { delete(api, Some(&name)).await }
-            }),
-    )
-    .await?;
-    // A terminating namespace takes no new objects: once emptied, it is finalized here, as the
-    // namespace controller would after its own, slower, pass.
+    let active: Vec<String> = listed
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter_map(doomed)
+        .collect();
+    try_join_all(active.iter().map(|name| drop_finalizers(&namespaces, name))).await?;
+    // The first delete only marks a namespace terminating (it then takes no new objects).
+    try_join_all(active.iter().map(|name| delete(&namespaces, Some(name)))).await?;
     empty(client, &names).await?;
-    try_join_all(names.iter().map(|name| finalize(&namespaces, name))).await?;
     loop {
         let counts = try_join_all(kinds.iter().map(|ar| delete_all(client, ar, false))).await?;
-        let mut left: Vec<String> = namespaces
+        let left_namespaces: Vec<Namespace> = namespaces
             .list(&ListParams::default())
             .await?
             .items
-            .iter()
-            .filter_map(doomed)
+            .into_iter()
+            .filter(|n| doomed(n).is_some())
             .collect();
+        // A terminating namespace without finalizers goes on the next delete.
+        try_join_all(
+            left_namespaces
+                .iter()
+                .filter(|n| without_finalizers(n))
+                .map(|n| delete(&namespaces, n.metadata.name.as_deref())),
+        )
+        .await?;
+        let mut left: Vec<String> = left_namespaces.iter().filter_map(doomed).collect();
         left.extend(
             kinds
                 .iter()
@@ -220,23 +229,38 @@ async fn empty(client: &kube::Client, names: &[String]) -> Result<(), Error> {
     results.into_iter().collect()
 }
 
-/// Removes the `kubernetes` finalizer of a terminating namespace (its `finalize` subresource).
-async fn finalize(api: &Api<Namespace>, name: &str) -> Result<(), Error> {
-    let Some(mut ns) = api.get_opt(name).await? else {
-        return Ok(());
-    };
-    if let Some(spec) = ns.spec.as_mut() {
-        spec.finalizers = Some(Vec::new());
+/// Empties the `spec.finalizers` of an active namespace through its `finalize` subresource,
+/// retrying on a conflict (kube-controller-manager may write the namespace meanwhile).
+async fn drop_finalizers(api: &Api<Namespace>, name: &str) -> Result<(), Error> {
+    loop {
+        let Some(mut ns) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        if without_finalizers(&ns) {
+            return Ok(());
+        }
+        if let Some(spec) = ns.spec.as_mut() {
+            spec.finalizers = Some(Vec::new());
+        }
+        match api
+            .replace_subresource("finalize", name, &Default::default(), &ns)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    match api
-        .replace_subresource("finalize", name, &Default::default(), &ns)
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Gone meanwhile, or changed by the namespace controller: its own pass ends it.
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+}
+
+/// True when a namespace holds no finalizer of either kind (so a delete removes it).
+fn without_finalizers(ns: &Namespace) -> bool {
+    ns.spec
+        .as_ref()
+        .and_then(|s| s.finalizers.as_ref())
+        .is_none_or(|f| f.is_empty())
+        && ns.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty())
 }
 
 /// Sleeps a moment, or fails naming what is `left` once the `deadline` has passed.

@@ -237,3 +237,88 @@ async fn an_unserved_kind_gets_a_plain_text_404() {
         other => panic!("expected a 404, got {other:?}"),
     }
 }
+
+/// The reset between two harnesses of one process (e2e/harness/src/reset.rs) leaves
+/// kube-controller-manager's namespace controller nothing to empty: objects the next harness makes
+/// in a namespace of the same name stay, also after the controller has done a whole deletion
+/// since (a namespace of its own, emptied and removed by it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_made_again_after_a_reset_keeps_its_objects() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let Some(mut h) = Harness::start_real_or_skip("reset, first harness").await else {
+        return;
+    };
+    let namespaces: Api<Namespace> = Api::all(h.client());
+    let namespace = |name: &str| -> Namespace {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    };
+    let config_map = |name: String| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace("reused"))
+        .await
+        .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(h.client(), "reused");
+    for i in 0..50 {
+        maps.create(&PostParams::default(), &config_map(format!("old-{i}")))
+            .await
+            .unwrap();
+    }
+    h.cleanup().await.unwrap();
+    drop(h);
+
+    let mut h = Harness::start_real_or_skip("reset, second harness")
+        .await
+        .unwrap();
+    let namespaces: Api<Namespace> = Api::all(h.client());
+    namespaces
+        .create(&PostParams::default(), &namespace("reused"))
+        .await
+        .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(h.client(), "reused");
+    maps.create(&PostParams::default(), &config_map("mine".into()))
+        .await
+        .unwrap();
+    // A whole pass of the namespace controller: a namespace it empties and removes itself.
+    let witness = h.temp_namespace("witness").await.unwrap();
+    Api::<ConfigMap>::namespaced(h.client(), &witness)
+        .create(&PostParams::default(), &config_map("w".into()))
+        .await
+        .unwrap();
+    namespaces
+        .delete(&witness, &Default::default())
+        .await
+        .unwrap();
+    harness::eventually(
+        "the namespace controller to remove the witness namespace",
+        || {
+            let namespaces = namespaces.clone();
+            let witness = witness.clone();
+            async move {
+                namespaces
+                    .get_opt(&witness)
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let left: Vec<String> = maps
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .filter(|n| n != "kube-root-ca.crt")
+        .collect();
+    assert_eq!(
+        left,
+        ["mine"],
+        "the reset left old objects or lost new ones"
+    );
+    h.cleanup().await.unwrap();
+}

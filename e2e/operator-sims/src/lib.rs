@@ -219,7 +219,9 @@ pub struct Args {
     pub cnpg_recovery_retry_ms: u64,
 }
 
-/// Creates each CRD unless a CRD of that name exists.
+/// Creates each CRD unless a CRD of that name exists, then waits (up to a minute) until each is
+/// Established: kube-apiserver serves a new CRD's kind only then, and a daemon started before
+/// would find it missing and look again only after its backoff.
 pub async fn install_crds(
     client: &kube::Client,
     crds: &[CustomResourceDefinition],
@@ -231,6 +233,30 @@ pub async fn install_crds(
             Ok(_) => tracing::info!(crd = name, "installed permissive CRD"),
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e).with_context(|| format!("create CRD {name}")),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        loop {
+            let got = api
+                .get_opt(&name)
+                .await
+                .with_context(|| format!("read CRD {name}"))?;
+            let established = got
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!("CRD {name} was not Established within a minute");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     Ok(())
