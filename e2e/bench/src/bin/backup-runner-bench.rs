@@ -2,11 +2,17 @@
 //!
 //! Against an in-process emulator, with the real daemon binaries (runner, strategy-renderer,
 //! credentials-projector, lease-server, the simulated mariadb-operator completing every backup at
-//! once): 1,000 BackupJobs created back to back across 100 namespaces. Per job, the time from its
-//! create call to a watch showing it `Succeeded`; jobs per second from the first create to the
-//! last success; the runners' RSS. Run once with one replica (single-replica mode: the baseline)
-//! and once with three replicas sharing the work through the lease-server, each on a fresh
-//! emulator; the ratios compare the two.
+//! once), two measurements, each on a fresh emulator:
+//!
+//! * **Burst throughput**: 1,000 BackupJobs created back to back across 100 namespaces; jobs per
+//!   second from the first create to the last success, the latency of each job (create call →
+//!   a watch showing it `Succeeded`, so it includes the queue the burst builds) and the runners'
+//!   RSS. Once with one replica (single-replica mode: the baseline) and once with three replicas
+//!   sharing the work through the lease-server; the ratios compare the two.
+//! * **Paced latency**: open-loop arrivals at 20, 50 and 100 jobs/s for 15 s each (every job is
+//!   created at its scheduled instant whatever the earlier ones are doing, so a slow runner cannot
+//!   slow the arrivals down), one replica; per rate the latency from the scheduled instant to
+//!   `Succeeded` (median, p99, max) and how late the generator was at worst.
 //!
 //! Everything shares the machine's cores (the emulator runs in this process), so absolute figures
 //! include the emulator's and the simulators' cost; the ratios are what to compare across machines.
@@ -49,7 +55,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-async fn run(replicas: usize) -> anyhow::Result<Figures> {
+/// Seconds of arrivals per rate in the paced measurement.
+const PACED_SECONDS: f64 = 15.0;
+/// The rates of the paced measurement (jobs per second).
+const PACED_RATES: [f64; 3] = [20.0, 50.0, 100.0];
+
+/// When each job was first seen `Succeeded` (`namespace/name`), filled by a watch.
+type Done = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// The platform with `replicas` runners and a MariaDB application in each bench namespace, in
+/// steady state, and a watch that records when each job is first seen `Succeeded`.
+async fn platform(replicas: usize) -> anyhow::Result<(Platform, Vec<String>, Done)> {
     let names: Vec<String> = (0..NAMESPACES).map(|i| format!("bench-{i:03}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut p = Platform::start_with(
@@ -90,9 +106,8 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
         .await;
     }
 
-    // A watch records when each job is first seen Succeeded.
-    let done: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let watch = {
+    let done: Done = Arc::default();
+    {
         let done = done.clone();
         let jobs: Api<BackupJob> = Api::all(p.h.client());
         tokio::spawn(async move {
@@ -102,16 +117,43 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
             while let Some(Ok(job)) = events.next().await {
                 if job.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded") {
                     let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
-                    let mut done = done.lock().unwrap();
-                    done.entry(key).or_insert_with(Instant::now);
-                    if done.len() == JOBS {
-                        return;
-                    }
+                    done.lock().unwrap().entry(key).or_insert_with(Instant::now);
                 }
             }
-        })
-    };
+        });
+    }
+    Ok((p, names, done))
+}
 
+/// Waits (up to 15 minutes) until every job of `keys` was seen `Succeeded`.
+async fn all_done<'a>(
+    done: &Done,
+    keys: impl Iterator<Item = &'a String> + Clone,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        if keys.clone().all(|k| done.lock().unwrap().contains_key(k)) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("jobs not Succeeded within 15 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Median, p99 and max of `latencies` (sorted here).
+fn spread(mut latencies: Vec<Duration>) -> (Duration, Duration, Duration) {
+    latencies.sort();
+    (
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        *latencies.last().unwrap_or(&Duration::ZERO),
+    )
+}
+
+async fn run(replicas: usize) -> anyhow::Result<Figures> {
+    let (p, names, done) = platform(replicas).await?;
     let mut created = HashMap::new();
     let first = Instant::now();
     for i in 0..PER_NAMESPACE {
@@ -121,14 +163,14 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
             p.backup(ns, &name, "MariaDB", "db", "cozy-default").await;
         }
     }
-    tokio::time::timeout(Duration::from_secs(900), watch).await??;
+    all_done(&done, created.keys()).await?;
     let done = done.lock().unwrap().clone();
     let last = done.values().max().copied().unwrap_or(first);
-    let mut latencies: Vec<Duration> = done
+    let latencies: Vec<Duration> = done
         .iter()
         .filter_map(|(k, t)| created.get(k).map(|c| t.saturating_duration_since(*c)))
         .collect();
-    latencies.sort();
+    let (p50, p99, max) = spread(latencies);
     let mut h = p.h;
     let mut rss_of = Vec::new();
     let mut failures = Vec::new();
@@ -148,12 +190,54 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
     Ok(Figures {
         replicas,
         jobs_per_second: JOBS as f64 / last.duration_since(first).as_secs_f64(),
-        p50: percentile(&latencies, 0.5),
-        p99: percentile(&latencies, 0.99),
-        max: *latencies.last().unwrap(),
+        p50,
+        p99,
+        max,
         rss: rss_of,
         failures,
     })
+}
+
+/// The paced measurement with one replica: per rate, open-loop arrivals for [`PACED_SECONDS`],
+/// then the latency spread from each job's scheduled instant to `Succeeded`.
+async fn paced() -> anyhow::Result<()> {
+    use futures::stream::FuturesUnordered;
+    let (p, names, done) = platform(1).await?;
+    for rate in PACED_RATES {
+        let count = (rate * PACED_SECONDS) as usize;
+        let start = Instant::now() + Duration::from_millis(200);
+        let arrivals: FuturesUnordered<_> = (0..count)
+            .map(|i| {
+                let at = start + Duration::from_secs_f64(i as f64 / rate);
+                let ns = &names[i % NAMESPACES];
+                let name = format!("paced-{rate}-{i}");
+                let p = &p;
+                async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    let late = at.elapsed();
+                    p.backup(ns, &name, "MariaDB", "db", "cozy-default").await;
+                    (format!("{ns}/{name}"), at, late)
+                }
+            })
+            .collect();
+        let arrivals: Vec<(String, Instant, Duration)> = arrivals.collect().await;
+        all_done(&done, arrivals.iter().map(|(k, _, _)| k)).await?;
+        let seen = done.lock().unwrap().clone();
+        let latencies: Vec<Duration> = arrivals
+            .iter()
+            .filter_map(|(k, at, _)| seen.get(k).map(|t| t.saturating_duration_since(*at)))
+            .collect();
+        let late = arrivals
+            .iter()
+            .map(|(_, _, l)| *l)
+            .max()
+            .unwrap_or_default();
+        let (p50, p99, max) = spread(latencies);
+        println!(
+            "  paced {rate:.0} jobs/s ({count} jobs over {PACED_SECONDS:.0} s, 1 replica): scheduled arrival → Succeeded median {p50:?}, p99 {p99:?}, max {max:?}; arrivals late by at most {late:?}"
+        );
+    }
+    Ok(())
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -161,8 +245,13 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "backup-runner: {JOBS} BackupJobs across {NAMESPACES} namespaces (MariaDB, simulated operator)"
     );
-    // `backup-runner-bench 3` runs only the three-replica case (for profiling).
-    let counts: Vec<usize> = match std::env::args().nth(1) {
+    // `backup-runner-bench 3` runs only the three-replica burst (for profiling);
+    // `backup-runner-bench paced` only the paced measurement.
+    let arg = std::env::args().nth(1);
+    if arg.as_deref() == Some("paced") {
+        return paced().await;
+    }
+    let counts: Vec<usize> = match &arg {
         Some(n) => vec![n.parse()?],
         None => vec![1, 3],
     };
@@ -187,5 +276,6 @@ async fn main() -> anyhow::Result<()> {
         three.p50.as_secs_f64() / one.p50.as_secs_f64(),
         three.p99.as_secs_f64() / one.p99.as_secs_f64(),
     );
-    Ok(())
+    println!("backup-runner: paced arrivals, latency");
+    paced().await
 }
