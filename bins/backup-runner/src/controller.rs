@@ -192,6 +192,7 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                 app: &app,
                 now,
                 deadline,
+                fresh_app: None,
             };
             let endpoint = storage.as_ref().map(|(e, _)| e.as_str());
             let action = drivers::drive(ctx, &kind, &mut run, endpoint).await?;

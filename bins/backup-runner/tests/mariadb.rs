@@ -164,3 +164,50 @@ async fn mariadb_waits_for_credentials_then_for_its_strategy() {
     assert_eq!(backup.spec.strategy_ref.name, "late-mariadb");
     p.h.cleanup().await.unwrap();
 }
+
+/// A kind served moments before its first BackupJob: the runner's watch of a kind it found not
+/// served lists it again only after its backoff (up to half a minute), so the application is not
+/// in the cache yet; the runner reads it from the API server before failing the job, and the job
+/// succeeds. A job whose application the API server does not have either still fails at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_created_as_its_kind_is_served_reads_the_application_before_failing() {
+    use api::thirdparty::{apps, permissive_crd};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::Api;
+
+    let mut p = Platform::start(&[TENANT], "mariadb", &[], true).await;
+    p.platform_strategy::<api::strategy::MariaDB>("cozy-default-mariadb")
+        .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(p.h.client());
+    let crd = permissive_crd::<apps::MariaDB>(true);
+    let crd_name = crd.metadata.name.clone().unwrap();
+    crds.delete(&crd_name, &Default::default()).await.unwrap();
+    let runner = p.runner.clone();
+    harness::eventually(
+        "the runner's watch finds the MariaDB kind not served",
+        || {
+            let report = runner.ready_report();
+            let line = report
+                .lines()
+                .find(|l| l.contains("apps.MariaDB"))
+                .map(str::to_owned);
+            async move { line.filter(|l| l.contains("kind not served")) }
+        },
+    )
+    .await;
+
+    // Served again, and at once an application, its server and two BackupJobs.
+    crds.create(&Default::default(), &crd).await.unwrap();
+    p.mariadb(TENANT, "shop", json!({})).await;
+    p.backup(TENANT, "first", "MariaDB", "shop", "cozy-default")
+        .await;
+    p.backup(TENANT, "nobody", "MariaDB", "nobody", "cozy-default")
+        .await;
+    p.succeeded(TENANT, "first", "k8s.mariadb.com Backup completed")
+        .await;
+    assert_eq!(
+        p.failed(TENANT, "nobody").await,
+        format!("MariaDB application not found: {TENANT}/nobody")
+    );
+    p.h.cleanup().await.unwrap();
+}

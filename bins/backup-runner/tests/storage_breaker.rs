@@ -51,7 +51,13 @@ fn plans_per_app() -> usize {
 const CONCURRENCY: usize = 2;
 /// Failed probes the `stop` outage lasts for after the runner's restart (at once, then after 5,
 /// 10, 20, 40 and 60 s): with the time the breaker takes to open, about three minutes of outage.
-const PROBES_AFTER_RESTART: f64 = 6.0;
+/// `COZY_OUTAGE_PROBES` sets another count (each one more is another minute).
+fn probes_after_restart() -> f64 {
+    std::env::var("COZY_OUTAGE_PROBES")
+        .ok()
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or(6.0)
+}
 /// Failed probes the `unavailable` (503) outage lasts for (at once, then after 5 and 10 s).
 const PROBES_503: f64 = 3.0;
 /// The deadline of each phase of the scenario (a Plan slot is a minute; a base backup some
@@ -110,7 +116,7 @@ fn log_lines(log: &str, message: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_outage_jobs_wait_explained_probe_with_backoff_survive_kill_and_resume_bounded() {
-    outage("stop", true, PROBES_AFTER_RESTART).await;
+    outage("stop", true, probes_after_restart()).await;
 }
 
 /// The same with S3 answering 503 `ServiceUnavailable` to every request (barman-cloud's `An error

@@ -48,9 +48,7 @@ pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let cluster = d::cluster_name(&run.job.spec.application_ref.name);
     Observed {
         template: ctx.caches.template("CNPG", &run.resolved.strategy_ref.name),
-        app: ctx
-            .caches
-            .object(APPS, &ns, &run.job.spec.application_ref.name),
+        app: run.application(ctx, APPS),
         cluster: ctx.caches.object(CLUSTERS, &ns, &cluster),
         object_store: ctx.caches.object(OBJECT_STORES, &ns, &cluster),
         backups: ctx.caches.owned_by_job(BACKUPS, &ns, run.job),
@@ -66,7 +64,7 @@ pub fn step(ctx: &Context, run: &Run<'_>) -> Step {
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
     let (template, app) = match run.template_and_app(
         d::validate_app_ref,
-        "Postgres",
+        (APPS, "Postgres"),
         o.template.as_ref(),
         o.app.as_ref(),
     ) {

@@ -47,9 +47,7 @@ pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
     let ns = run.namespace();
     Observed {
         template: ctx.caches.template("Etcd", &run.resolved.strategy_ref.name),
-        app: ctx
-            .caches
-            .object(APPS, &ns, &run.job.spec.application_ref.name),
+        app: run.application(ctx, APPS),
         cluster: ctx.caches.object(CLUSTERS, &ns, d::CLUSTER_NAME),
         snapshots: ctx.caches.owned_by_job(SNAPSHOTS, &ns, run.job),
     }
@@ -67,7 +65,7 @@ const SNAPSHOT: &str = "etcd-operator.cozystack.io/EtcdSnapshot";
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
     let (template, app) = match run.template_and_app(
         d::validate_app_ref,
-        "Etcd",
+        (APPS, "Etcd"),
         o.template.as_ref(),
         o.app.as_ref(),
     ) {

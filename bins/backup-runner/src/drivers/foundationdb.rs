@@ -85,7 +85,7 @@ pub async fn observe(ctx: &Context, run: &Run<'_>) -> Result<Observed, Error> {
         template: ctx
             .caches
             .template("FoundationDB", &run.resolved.strategy_ref.name),
-        app: ctx.caches.object(APPS, &ns, app_name),
+        app: run.application(ctx, APPS),
         cluster: ctx.caches.object(CLUSTERS, &ns, &d::cluster_name(app_name)),
         backups: ctx.caches.labelled(BACKUPS, &ns, &[]),
     };
@@ -130,7 +130,7 @@ fn late(what: String, deadline: Duration) -> impl FnOnce() -> String {
 pub fn decide(run: &Run<'_>, o: &Observed) -> Decision {
     let (template, app) = match run.template_and_app(
         d::validate_app_ref,
-        "FoundationDB",
+        (APPS, "FoundationDB"),
         o.template.as_ref(),
         o.app.as_ref(),
     ) {
@@ -474,9 +474,11 @@ mod tests {
         let f = fixture();
         let mut o = observed();
         o.app = None;
-        let Step::Status { status, .. } = decide(&run(&f, None, 1), &o).step else {
+        // Not in the cache: the API server is asked before the job fails (Step::Unseen).
+        let Step::Unseen { status, label, .. } = decide(&run(&f, None, 1), &o).step else {
             panic!()
         };
+        assert_eq!(label, APPS);
         assert_eq!(
             status.message.as_deref(),
             Some("FoundationDB application not found: tenant/fdb-src")

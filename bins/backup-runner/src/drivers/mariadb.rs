@@ -47,7 +47,7 @@ pub fn observe(ctx: &Context, run: &Run<'_>) -> Observed {
         template: ctx
             .caches
             .template("MariaDB", &run.resolved.strategy_ref.name),
-        app: ctx.caches.object(APPS, &ns, app),
+        app: run.application(ctx, APPS),
         server: ctx.caches.object(SERVERS, &ns, &d::operator_name(app)),
         backups: ctx.caches.owned_by_job(BACKUPS, &ns, run.job),
     }
@@ -62,7 +62,7 @@ pub fn step(ctx: &Context, run: &Run<'_>) -> Step {
 pub fn decide(run: &Run<'_>, o: &Observed) -> Step {
     let (template, app) = match run.template_and_app(
         d::validate_app_ref,
-        "MariaDB",
+        (APPS, "MariaDB"),
         o.template.as_ref(),
         o.app.as_ref(),
     ) {

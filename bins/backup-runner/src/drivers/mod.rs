@@ -61,9 +61,19 @@ pub struct Run<'a> {
     pub now: Time,
     /// The backup deadline in force (the route's `backupDeadline` parameter, else the flag).
     pub deadline: Duration,
+    /// The application as read from the API server in this reconcile, when the cache did not
+    /// have it (see [`Step::Unseen`]).
+    pub fresh_app: Option<Json>,
 }
 
 impl Run<'_> {
+    /// The job's application, of cache `label` (for example `apps.Postgres`): the cache's copy,
+    /// else the one read from the API server in this reconcile.
+    pub fn application(&self, ctx: &Context, label: &str) -> Option<Json> {
+        let name = &self.job.spec.application_ref.name;
+        (ctx.caches.object(label, &self.namespace(), name)).or_else(|| self.fresh_app.clone())
+    }
+
     /// The job's namespace.
     pub fn namespace(&self) -> String {
         self.job.namespace().unwrap_or_default()
@@ -178,24 +188,34 @@ impl Run<'_> {
         }
     }
 
-    /// [`Run::opening`] (phase stays empty on the first pass), then the application, which must
-    /// exist: else Failed with `<app_kind> application not found: <ns>/<name>`.
+    /// [`Run::opening`] (phase stays empty on the first pass), then the application of cache
+    /// `app_label`, which must exist: else Failed with `<app_kind> application not found:
+    /// <ns>/<name>`, once the API server confirms it ([`Step::Unseen`]).
     pub fn template_and_app<'o>(
         &self,
         check: impl FnOnce(&TypedLocalObjectReference) -> Result<(), String>,
-        app_kind: &str,
+        (app_label, app_kind): (&'static str, &str),
         template: Option<&'o Json>,
         app: Option<&'o Json>,
     ) -> ControlFlow<Step, (&'o Json, &'o Json)> {
         let template = self.opening(check, false, template)?;
-        match app {
-            Some(app) => ControlFlow::Continue((template, app)),
-            None => ControlFlow::Break(self.fail(format!(
-                "{app_kind} application not found: {}/{}",
-                self.namespace(),
-                self.job.spec.application_ref.name
-            ))),
-        }
+        let Some(app) = app else {
+            let name = self.job.spec.application_ref.name.clone();
+            let message = format!(
+                "{app_kind} application not found: {}/{name}",
+                self.namespace()
+            );
+            let Step::Status { status, .. } = self.fail(message) else {
+                unreachable!("Run::fail is a status step")
+            };
+            return ControlFlow::Break(Step::Unseen {
+                label: app_label,
+                namespace: self.namespace(),
+                name,
+                status,
+            });
+        };
+        ControlFlow::Continue((template, app))
     }
 
     /// The labels that mark an object as this job's (owned-by name and namespace), as a
@@ -340,6 +360,21 @@ pub enum Step {
     },
     /// Nothing to write; wake after `recheck` unless an event comes first.
     Idle(Option<Duration>),
+    /// The application is not in the cache. A kind whose CRD appeared moments ago is listed by the
+    /// runner only after its watch's backoff (up to half a minute), so the API server is asked
+    /// before the job fails: when it has the object, the driver runs again with it
+    /// ([`Run::fresh_app`]); when it answers 404 (the object or the whole kind is not there),
+    /// `status` (the failure) is written.
+    Unseen {
+        /// Cache label of the application's kind.
+        label: &'static str,
+        /// Namespace of the application.
+        namespace: String,
+        /// Name of the application.
+        name: String,
+        /// The failure to write when the API server does not have it either.
+        status: BackupJobStatus,
+    },
 }
 
 /// The Events on the job of an announced [`Step::Create`] (Velero's `VeleroBackupCreated` /
@@ -451,6 +486,28 @@ pub async fn drive(
                 return Ok(Action::await_change());
             }
             Step::Idle(recheck) => return Ok(action(recheck)),
+            Step::Unseen {
+                label,
+                namespace,
+                name,
+                status,
+            } => {
+                let resource = ctx.caches.resource(label);
+                let found = ctx.api(&resource, Some(&namespace)).get_opt(&name).await;
+                let found = found.map_err(api_err(
+                    "get",
+                    format!("{} {namespace}/{name}", resource.kind),
+                ))?;
+                match found.and_then(|app| serde_json::to_value(app).ok()) {
+                    None => {
+                        write_status(ctx, run, status).await?;
+                        return Ok(action(None));
+                    }
+                    Some(app) if run.fresh_app.is_none() => run.fresh_app = Some(app),
+                    // Read once already in this pass: the cache will have it shortly.
+                    Some(_) => return Ok(Action::requeue(Duration::from_secs(1))),
+                }
+            }
         }
     }
     Ok(Action::requeue(Duration::from_secs(1)))

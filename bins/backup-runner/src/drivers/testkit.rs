@@ -104,6 +104,7 @@ impl Fixture {
             app: &self.app,
             now: now(),
             deadline: deadline.unwrap_or(Duration::from_secs(6 * 3600)),
+            fresh_app: None,
         }
     }
 
@@ -126,6 +127,7 @@ impl Fixture {
             app: &self.app,
             now: Time(midnight().0 + k8s_openapi::jiff::SignedDuration::try_from(elapsed).unwrap()),
             deadline,
+            fresh_app: None,
         }
     }
 }
@@ -133,7 +135,9 @@ impl Fixture {
 /// The status a step writes (panics on another step).
 pub(crate) fn status_of(step: &Step) -> &BackupJobStatus {
     match step {
-        Step::Status { status, .. } | Step::Complete { status, .. } => status,
+        Step::Status { status, .. }
+        | Step::Complete { status, .. }
+        | Step::Unseen { status, .. } => status,
         other => panic!("not a status step: {other:?}"),
     }
 }
