@@ -277,7 +277,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         controller = route_events(controller, events, route, resource, jobs_store.clone());
     }
 
-    let leases = WorkLeaseKeeper::new(COMPONENT, work);
+    // Replicas spread the jobs by a stable hash of their names (each job is asked for first by
+    // one replica; the others learn of its grant by push and do not contend).
+    let leases = WorkLeaseKeeper::new(COMPONENT, work).spread();
     // A job another replica was driving is taken over the moment its lease is freed (that
     // replica shut down, or its lease expired), not at the next busy-lease requeue.
     controller = controller.reconcile_on(leases.freed::<BackupJob>());

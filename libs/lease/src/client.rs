@@ -9,6 +9,7 @@
 //! background tasks keep the leases renewed (see [`crate::net`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// This replica's view of a leader lease.
@@ -143,21 +144,67 @@ impl WorkLeases {
         }
     }
 
+    /// This replica's identity as lease holder; `None` in single-replica mode.
+    pub fn identity(&self) -> Option<&str> {
+        match &self.mode {
+            Mode::SingleReplica => None,
+            Mode::Networked(client) => Some(client.identity()),
+        }
+    }
+
+    /// The holders of the leases under `prefix` (single-replica mode: none).
+    pub async fn holders(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
+        match &self.mode {
+            Mode::SingleReplica => Ok(Vec::new()),
+            Mode::Networked(client) => client.holders(prefix).await,
+        }
+    }
+
     /// Tries to acquire the work lease `name`: `Ok(None)` when another replica holds it (or the
     /// lease server is in its post-restart quiet period). A granted lease is renewed in the
     /// background until it is lost or dropped; dropping it releases it.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+        Ok(self.attempt(name).await?.granted())
+    }
+
+    /// As [`Self::try_acquire`], saying on a refusal when asking again may succeed.
+    pub async fn attempt(&self, name: &str) -> Result<Attempt, LeaseError> {
         match &self.mode {
             Mode::SingleReplica => {
                 let (tx, rx) = watch::channel(false);
-                Ok(Some(WorkLease {
+                Ok(Attempt::Granted(WorkLease {
                     name: name.into(),
                     token: 0,
                     lost: rx,
                     _tx: Some(tx),
                 }))
             }
-            Mode::Networked(client) => client.try_acquire(name).await,
+            Mode::Networked(client) => client.attempt(name).await,
+        }
+    }
+}
+
+/// The answer to [`WorkLeases::attempt`].
+#[derive(Debug)]
+pub enum Attempt {
+    /// This replica holds the lease now.
+    Granted(WorkLease),
+    /// Another holder has it (or the server is in its post-restart quiet period). `retry_after`
+    /// is the server's hint: the current holder's remaining time (a release or an expiry before
+    /// that is pushed through [`WorkLeases::frees`]), or the rest of the quiet period; zero when
+    /// nothing is known (this replica is shutting down, or another of its tasks holds the lease).
+    NotGranted {
+        /// When asking again may succeed.
+        retry_after: Duration,
+    },
+}
+
+impl Attempt {
+    /// The lease, when granted.
+    pub fn granted(self) -> Option<WorkLease> {
+        match self {
+            Attempt::Granted(lease) => Some(lease),
+            Attempt::NotGranted { .. } => None,
         }
     }
 }

@@ -41,7 +41,7 @@ pub mod pb {
 pub use auth::{
     Authenticator, Authorization, CacheSettings, Guard, Review, ReviewError, TokenReviewer,
 };
-pub use client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
+pub use client::{Attempt, LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
 pub use net::{ClientOptions, Freed, LeaseClient, Reachability, Security, TokenSource};
 pub use service::LeaseService;
 pub use state::{Epoch, LeaseTable, Limits, Now};

@@ -42,7 +42,7 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use crate::client::{LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
+use crate::client::{Attempt, LeaderElector, Leadership, LeaseError, WorkLease, WorkLeases};
 use crate::pb;
 use crate::pb::lease_service_client::LeaseServiceClient;
 
@@ -265,13 +265,23 @@ pub struct LeaseClient {
     holdings: Arc<watch::Sender<usize>>,
 }
 
-/// A name under a watched prefix that may be free now (see [`LeaseClient::frees`]).
+/// A change of a lease under a watched prefix (see [`LeaseClient::frees`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Freed {
     /// This lease was released or expired.
     Name(String),
     /// The watch (re)connected: any lease under the prefix may have been freed meanwhile.
     Resynced,
+    /// This lease was granted to `holder` (a replica learns what the others took without asking),
+    /// for `remaining` from when the server reported it.
+    Held {
+        /// The lease name.
+        name: String,
+        /// Its holder's identity.
+        holder: String,
+        /// The time left on the grant.
+        remaining: Duration,
+    },
 }
 
 /// Counts one holding in [`LeaseClient::holdings`] while it lives.
@@ -448,9 +458,10 @@ impl LeaseClient {
         HoldingSlot(self.holdings.clone())
     }
 
-    /// Reports leases under `prefix` that were released or expired, through one `Watch` stream
-    /// that reconnects by itself (push, no polling): a replica that was refused a work lease
-    /// retries it the moment it is freed. The task ends when the receiver is dropped.
+    /// Reports leases under `prefix` that were released or expired, and grants, through one
+    /// `Watch` stream that reconnects by itself (push, no polling): a replica that was refused a
+    /// work lease retries it the moment it is freed, and learns what the others took without
+    /// asking. The task ends when the receiver is dropped.
     pub fn frees(&self, prefix: impl Into<String>) -> tokio::sync::mpsc::UnboundedReceiver<Freed> {
         use pb::watch_event::Type;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -476,6 +487,11 @@ impl LeaseClient {
                             Ok(Type::Released | Type::Expired) => {
                                 event.lease.map(|l| Freed::Name(l.name))
                             }
+                            Ok(Type::Acquired) => event.lease.map(|l| Freed::Held {
+                                name: l.name,
+                                holder: l.holder,
+                                remaining: Duration::from_millis(l.remaining_ms),
+                            }),
                             _ => None,
                         };
                         if let Some(freed) = freed
@@ -492,6 +508,30 @@ impl LeaseClient {
             }
         });
         rx
+    }
+
+    /// The holders of the leases under `prefix` now (one `List`).
+    pub async fn holders(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
+        let mut rpc = self.rpc.clone();
+        let request = pb::ListRequest {
+            prefix: prefix.into(),
+        };
+        let answer = tokio::time::timeout(self.options.rpc_timeout, rpc.list(request))
+            .await
+            .map_err(|_| LeaseError::Unavailable("List timed out".into()))?
+            .map_err(|status| match classify(status) {
+                CallError::Refused(status) => LeaseError::Refused {
+                    code: status.code(),
+                    message: status.message().to_owned(),
+                },
+                CallError::Transient(detail) => LeaseError::Unavailable(detail),
+            })?;
+        Ok(answer
+            .into_inner()
+            .leases
+            .into_iter()
+            .map(|l| l.holder)
+            .collect())
     }
 
     /// This replica's identity.
@@ -785,21 +825,24 @@ impl LeaseClient {
         }
     }
 
-    pub(crate) async fn try_acquire(&self, name: &str) -> Result<Option<WorkLease>, LeaseError> {
+    pub(crate) async fn attempt(&self, name: &str) -> Result<Attempt, LeaseError> {
+        let not_now = Attempt::NotGranted {
+            retry_after: Duration::ZERO,
+        };
         if self.is_stopping() {
             // Shutting down: leave the object to the other replicas.
-            return Ok(None);
+            return Ok(not_now);
         }
         let slot = self.holding_slot();
         if !self.lock_held().insert(name.to_owned()) {
             // Another task of this replica holds it.
-            return Ok(None);
+            return Ok(not_now);
         }
         let mut h = match self.acquire(name).await {
             Ok(AcquireOutcome::Granted(h)) => h,
-            Ok(AcquireOutcome::NotGranted { .. }) => {
+            Ok(AcquireOutcome::NotGranted { retry_after }) => {
                 self.lock_held().remove(name);
-                return Ok(None);
+                return Ok(Attempt::NotGranted { retry_after });
             }
             Err(e) => {
                 self.lock_held().remove(name);
@@ -826,7 +869,7 @@ impl LeaseClient {
             client.lock_held().remove(&h.name);
             drop(slot);
         });
-        Ok(Some(lease))
+        Ok(Attempt::Granted(lease))
     }
 
     fn lock_held(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {

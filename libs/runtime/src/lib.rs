@@ -48,7 +48,7 @@ pub use daemon::Daemon;
 pub use shutdown::Shutdown;
 pub use singleton::{Cause, ElectorClosed, Evaluate, Outcome, Pass, Singleton};
 pub use watch::{Cache, Target, Trigger, Watch, WatchContext};
-pub use work::{Fence, Held, WorkError, WorkLeaseKeeper};
+pub use work::{Fence, Held, SPREAD_GRACE, WorkError, WorkLeaseKeeper};
 
 /// Builds a kube client from the client arguments (explicit kubeconfig, else in-cluster or the
 /// default kubeconfig).

@@ -12,17 +12,32 @@
 //! replicas take turns on one job), renewed in the background by the lease client, and dropped
 //! when lost: the next `hold` then tries to acquire it again. A replica that was refused a lease
 //! learns the moment it is freed (the lease server pushes releases and expiries), so a standby
-//! takes an object over at once after the holder shut down, without polling. Lease names are
-//! `<component>/<Kind>/<namespace>/<name>`. In single-replica mode every lease is granted with
-//! token 0.
+//! takes an object over at once after the holder shut down, without polling. Until then it does
+//! not ask again: the refusal carries the holder's remaining time, and a `hold` before that answers
+//! `None` without a call (the object's own events would otherwise cost one Acquire each on every
+//! replica that does not hold it); the remaining time bounds how long a release that raced the
+//! refusal can go unnoticed. The same push tells every replica which leases the others were
+//! granted, so a replica usually knows an object is taken before it would ask.
+//!
+//! Spreading ([`WorkLeaseKeeper::spread`]): each replica holds a member lease
+//! `<component>/member/<identity>` and reads the members every few seconds; a stable hash of the
+//! object's lease name over the members (rendezvous hashing) names the replica that asks for it
+//! at once. The others leave it alone for [`SPREAD_GRACE`] (the preferred replica's grant reaches
+//! them by push meanwhile), then ask like before, so an object whose preferred replica is gone or
+//! stuck is still taken. Replicas rarely contend, and an object costs about two lease calls
+//! (Acquire, Release) whatever the number of replicas.
+//!
+//! Lease names are `<component>/<Kind>/<namespace>/<name>`. In single-replica mode every lease is
+//! granted with token 0 and nothing is spread.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use lease::{Freed, LeaseError, WorkLease, WorkLeases};
+use lease::{Attempt, Freed, LeaseError, WorkLease, WorkLeases};
 use tokio::sync::watch;
 
 /// What this replica holds on one object.
@@ -122,9 +137,97 @@ pub struct WorkLeaseKeeper {
     component: &'static str,
     leases: WorkLeases,
     held: Mutex<HashMap<String, WorkLease>>,
-    /// Lease names this replica was refused (another replica held them) since it last tried.
-    refused: Arc<Mutex<HashSet<String>>>,
+    /// Lease names this replica was refused (another replica held them) since it last tried, or
+    /// saw granted to another replica, with the instant before which it does not ask again
+    /// unless the lease is freed.
+    refused: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Set by [`Self::spread`].
+    spread: Option<Arc<Spread>>,
 }
+
+/// How long a replica leaves an object to the replica the hash prefers for it before asking for
+/// the object's lease itself.
+pub const SPREAD_GRACE: Duration = Duration::from_secs(2);
+/// How often a spreading replica reads the members (and takes its member lease again if lost).
+const MEMBERS_EVERY: Duration = Duration::from_secs(5);
+
+/// The spreading state of one replica.
+#[derive(Debug)]
+struct Spread {
+    /// This replica's identity.
+    me: String,
+    /// The members' identities, sorted, this replica's included.
+    members: Mutex<Vec<String>>,
+    /// Objects (lease names) this replica first left to another replica, and when.
+    deferred: Mutex<HashMap<String, Instant>>,
+}
+
+impl Spread {
+    /// The member the hash prefers for the lease `name`.
+    fn choice(&self, name: &str) -> Option<String> {
+        let members = lock(&self.members);
+        members.iter().max_by_key(|m| rendezvous(m, name)).cloned()
+    }
+
+    /// True when this replica is the one the hash prefers for the lease `name`.
+    fn preferred(&self, name: &str) -> bool {
+        self.choice(name).is_none_or(|m| m == self.me)
+    }
+
+    /// True while this replica should leave `name` to the preferred replica (the first call for
+    /// `name` starts the grace period).
+    fn defers(&self, name: &str, now: Instant) -> bool {
+        if self.preferred(name) {
+            return false;
+        }
+        let mut deferred = lock(&self.deferred);
+        if deferred.len() >= DEFERRED_PRUNE_AT {
+            // Objects finished while deferred are never asked for again.
+            deferred.retain(|_, since| now.saturating_duration_since(*since) < DEFERRED_KEEP);
+        }
+        let since = *deferred.entry(name.to_owned()).or_insert(now);
+        now < since + SPREAD_GRACE
+    }
+
+    fn forget(&self, name: &str) {
+        lock(&self.deferred).remove(name);
+    }
+
+    /// The lease `name` was freed by its holder (done, shutting down, or expired): whoever looks
+    /// next asks at once; the members list may not show yet that the preferred replica is gone.
+    fn freed(&self, name: &str, now: Instant) {
+        let over = now.checked_sub(SPREAD_GRACE).unwrap_or(now);
+        lock(&self.deferred).insert(name.to_owned(), over);
+    }
+}
+
+/// Deferred objects are pruned once there are this many…
+const DEFERRED_PRUNE_AT: usize = 4096;
+/// …keeping those put off within this long.
+const DEFERRED_KEEP: Duration = Duration::from_secs(60);
+
+/// The rendezvous weight of `member` for the lease `name`: FNV-1a over both, then a 64-bit
+/// finaliser (SplitMix64's) so that similar names spread evenly. Stable across processes and
+/// versions, unlike the standard library's hasher.
+fn rendezvous(member: &str, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in member.bytes().chain([0xff]).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere while holding it; the data stays usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The longest a refused lease is left alone on the server's hint (a lease's TTL is far shorter;
+/// this only caps a hint that makes no sense).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 impl WorkLeaseKeeper {
     /// Leases named `<component>/…` through `leases`.
@@ -134,7 +237,56 @@ impl WorkLeaseKeeper {
             leases,
             held: Mutex::new(HashMap::new()),
             refused: Arc::default(),
+            spread: None,
         }
+    }
+
+    /// Spreads objects over the replicas by a stable hash (see the module doc): this replica
+    /// holds its member lease and reads the members in the background (while the keeper lives).
+    /// Nothing changes in single-replica mode. Needs a Tokio runtime.
+    pub fn spread(mut self) -> Self {
+        let Some(me) = self.leases.identity().map(str::to_owned) else {
+            return self;
+        };
+        let spread = Arc::new(Spread {
+            me: me.clone(),
+            members: Mutex::new(vec![me.clone()]),
+            deferred: Mutex::default(),
+        });
+        let weak = Arc::downgrade(&spread);
+        let leases = self.leases.clone();
+        let prefix = format!("{}/member/", self.component);
+        tokio::spawn(async move {
+            let member = format!("{prefix}{me}");
+            let mut lease: Option<WorkLease> = None;
+            loop {
+                let Some(spread) = weak.upgrade() else { return };
+                if lease.as_ref().is_none_or(WorkLease::is_lost) {
+                    lease = match leases.attempt(&member).await {
+                        Ok(attempt) => attempt.granted(),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "member lease not taken; trying again");
+                            None
+                        }
+                    };
+                }
+                match leases.holders(&prefix).await {
+                    Ok(mut members) => {
+                        members.push(spread.me.clone());
+                        members.sort();
+                        members.dedup();
+                        *lock(&spread.members) = members;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "members not read; keeping the last list")
+                    }
+                }
+                drop(spread);
+                tokio::time::sleep(MEMBERS_EVERY).await;
+            }
+        });
+        self.spread = Some(spread);
+        self
     }
 
     /// Objects of kind `K` whose work lease this replica was refused and that another replica
@@ -147,13 +299,43 @@ impl WorkLeaseKeeper {
     {
         let prefix = format!("{}/{}/", self.component, K::kind(&()));
         let refused = self.refused.clone();
+        let spread = self.spread.clone();
+        let me = self.leases.identity().map(str::to_owned);
         self.leases.frees(&prefix).flat_map(move |freed| {
-            let mut refused = refused.lock().unwrap_or_else(|e| e.into_inner());
+            let mut refused = lock(&refused);
             let names: Vec<String> = match freed {
-                Freed::Name(name) => refused.take(&name).into_iter().collect(),
+                Freed::Held {
+                    name,
+                    holder,
+                    remaining,
+                } => {
+                    // Another replica took it: no need to ask until it is freed.
+                    if me.as_deref() != Some(holder.as_str()) {
+                        if let Some(spread) = &spread {
+                            spread.forget(&name);
+                        }
+                        let until = Instant::now() + remaining.min(MAX_RETRY_AFTER);
+                        refused.insert(name, until);
+                    }
+                    Vec::new()
+                }
+                Freed::Name(name) => {
+                    let Some(_) = refused.remove(&name) else {
+                        return futures::stream::iter(Vec::new());
+                    };
+                    if let Some(spread) = &spread {
+                        spread.freed(&name, Instant::now());
+                    }
+                    vec![name]
+                }
                 Freed::Resynced => {
+                    // Grants pushed while the watch was down were missed: nothing is left to a
+                    // preferred replica any longer than the next look.
+                    if let Some(spread) = &spread {
+                        lock(&spread.deferred).retain(|n, _| !n.starts_with(&prefix));
+                    }
                     let names: Vec<String> = refused
-                        .iter()
+                        .keys()
                         .filter(|n| n.starts_with(&prefix))
                         .cloned()
                         .collect();
@@ -184,7 +366,10 @@ impl WorkLeaseKeeper {
     }
 
     /// Holds the work lease of `obj`: `Some` when this replica may drive it (the lease is kept
-    /// until [`Self::release`] or loss), `None` when another replica holds it.
+    /// until [`Self::release`] or loss), `None` when another replica holds it (asked once: until
+    /// the holder's remaining time has passed or the lease is freed, `None` without a call) or,
+    /// when spreading, while the replica the hash prefers has the first [`SPREAD_GRACE`] to take
+    /// it (ask again after that).
     pub async fn hold<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,
@@ -193,9 +378,27 @@ impl WorkLeaseKeeper {
         if let Some(held) = self.current(&name) {
             return Ok(Some(held));
         }
-        let Some(lease) = self.leases.try_acquire(&name).await? else {
-            self.lock_refused().insert(name);
+        let now = Instant::now();
+        if self
+            .lock_refused()
+            .get(&name)
+            .is_some_and(|until| *until > now)
+        {
             return Ok(None);
+        }
+        if let Some(spread) = &self.spread {
+            if spread.defers(&name, now) {
+                return Ok(None);
+            }
+            spread.forget(&name);
+        }
+        let lease = match self.leases.attempt(&name).await? {
+            Attempt::Granted(lease) => lease,
+            Attempt::NotGranted { retry_after } => {
+                let until = Instant::now() + retry_after.min(MAX_RETRY_AFTER);
+                self.lock_refused().insert(name, until);
+                return Ok(None);
+            }
         };
         self.lock_refused().remove(&name);
         let held = Held {
@@ -259,6 +462,21 @@ impl WorkLeaseKeeper {
         self.lock().remove(&name);
     }
 
+    /// The replicas objects are spread over (identities, sorted; this one's included), when
+    /// spreading.
+    pub fn members(&self) -> Vec<String> {
+        self.spread
+            .as_ref()
+            .map(|s| lock(&s.members).clone())
+            .unwrap_or_default()
+    }
+
+    /// The replica (identity) the hash prefers for `obj`, when spreading.
+    pub fn preferred<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Option<String> {
+        let spread = self.spread.as_ref()?;
+        spread.choice(&self.lease_name(obj))
+    }
+
     /// How many leases this replica holds.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -287,7 +505,7 @@ impl WorkLeaseKeeper {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_refused(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn lock_refused(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.refused.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -310,6 +528,44 @@ fn object_ref<K: Resource<DynamicType = ()>>(prefix: &str, lease: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hash_spreads_objects_evenly_and_moves_few_when_a_member_leaves() {
+        let members = ["runner-0", "runner-1", "runner-2"];
+        let pick = |members: &[&str], name: &str| -> String {
+            members
+                .iter()
+                .max_by_key(|m| rendezvous(m, name))
+                .unwrap()
+                .to_string()
+        };
+        let names: Vec<String> = (0..3000)
+            .map(|i| {
+                format!(
+                    "backup-runner/BackupJob/bench-{:03}/job-{}",
+                    i % 100,
+                    i / 100
+                )
+            })
+            .collect();
+        let mut counts = HashMap::new();
+        for n in &names {
+            *counts.entry(pick(&members, n)).or_insert(0) += 1;
+        }
+        for m in members {
+            let c = counts[m];
+            assert!((800..=1200).contains(&c), "{m}: {c} of 3000");
+        }
+        // runner-2 leaves: only its objects move.
+        let moved = names
+            .iter()
+            .filter(|n| pick(&members, n) != "runner-2")
+            .filter(|n| pick(&members, n) != pick(&members[..2], n))
+            .count();
+        assert_eq!(moved, 0);
+        assert_eq!(rendezvous("a", "b"), rendezvous("a", "b"));
+        assert_ne!(rendezvous("a", "bc"), rendezvous("ab", "c"));
+    }
     use k8s_openapi::api::core::v1::ConfigMap;
 
     fn cm(ns: &str, name: &str) -> ConfigMap {

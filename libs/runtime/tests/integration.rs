@@ -6,6 +6,7 @@ mod conditions;
 mod events;
 mod lease_readiness;
 mod lease_release;
+mod lease_spread;
 mod probe_daemon;
 mod retry;
 mod singleton;

@@ -48,6 +48,26 @@ struct Figures {
     max: Duration,
     rss: Vec<(String, String)>,
     failures: Vec<(String, String)>,
+    /// Work-lease calls (Acquire, Renew, Release) the lease-server answered per job during the
+    /// burst, by method; empty with one replica (no lease-server).
+    lease_calls: Vec<(&'static str, f64)>,
+}
+
+/// The lease methods a job's work lease costs.
+const LEASE_METHODS: [&str; 3] = ["Acquire", "Renew", "Release"];
+
+/// The lease-server's answered requests of each of [`LEASE_METHODS`], if it runs.
+async fn lease_requests(p: &mut Platform) -> anyhow::Result<Option<[f64; 3]>> {
+    if p.h.daemon("lease-server").is_err() {
+        return Ok(None);
+    }
+    let m = p.h.metrics_of("lease-server").await?;
+    Ok(Some(LEASE_METHODS.map(|method| {
+        m.sum(
+            "cozy_backups_lease_server_grpc_requests_total",
+            &[("method", method)],
+        )
+    })))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -153,7 +173,8 @@ fn spread(mut latencies: Vec<Duration>) -> (Duration, Duration, Duration) {
 }
 
 async fn run(replicas: usize) -> anyhow::Result<Figures> {
-    let (p, names, done) = platform(replicas).await?;
+    let (mut p, names, done) = platform(replicas).await?;
+    let leases_before = lease_requests(&mut p).await?;
     let mut created = HashMap::new();
     let first = Instant::now();
     for i in 0..PER_NAMESPACE {
@@ -171,6 +192,14 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
         .filter_map(|(k, t)| created.get(k).map(|c| t.saturating_duration_since(*c)))
         .collect();
     let (p50, p99, max) = spread(latencies);
+    let lease_calls = match (leases_before, lease_requests(&mut p).await?) {
+        (Some(before), Some(after)) => LEASE_METHODS
+            .iter()
+            .zip(before.iter().zip(after))
+            .map(|(m, (b, a))| (*m, (a - b) / JOBS as f64))
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut h = p.h;
     let mut rss_of = Vec::new();
     let mut failures = Vec::new();
@@ -195,6 +224,7 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
         max,
         rss: rss_of,
         failures,
+        lease_calls,
     })
 }
 
@@ -264,6 +294,15 @@ async fn main() -> anyhow::Result<()> {
         );
         for ((name, rss), (_, failures)) in f.rss.iter().zip(&f.failures) {
             println!("    {name}: {rss}; reconcile failures: {failures}");
+        }
+        if !f.lease_calls.is_empty() {
+            let total: f64 = f.lease_calls.iter().map(|(_, n)| n).sum();
+            let each: Vec<String> = f
+                .lease_calls
+                .iter()
+                .map(|(m, n)| format!("{m} {n:.2}"))
+                .collect();
+            println!("    lease calls per job: {total:.2} ({})", each.join(", "));
         }
         all.push(f);
     }
