@@ -13,6 +13,10 @@ use lease::{ClientOptions, LeaseClient};
 use runtime::{SPREAD_GRACE, WorkLeaseKeeper};
 
 use crate::lease_release::{TTL, cm, serve_counting};
+use harness::eventually_within;
+
+/// The deadline of every wait here.
+const WITHIN: Duration = Duration::from_secs(20);
 
 /// A spreading keeper for `identity`, its freed stream drained in the background (the
 /// controller's job in a daemon: it carries the grants the other replicas were given).
@@ -24,20 +28,6 @@ fn replica(addr: &str, identity: &str) -> Arc<WorkLeaseKeeper> {
     keeper
 }
 
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_take_each_object_once_with_one_acquire() {
     let acquires = Arc::new(AtomicUsize::new(0));
@@ -45,9 +35,15 @@ async fn three_replicas_take_each_object_once_with_one_acquire() {
     let names = ["replica-a", "replica-b", "replica-c"];
     let keepers: Vec<_> = names.iter().map(|n| replica(&addr, n)).collect();
     for k in &keepers {
-        eventually("every replica knowing the three members", async || {
-            (k.members().len() == 3).then_some(())
-        })
+        let k = k.clone();
+        eventually_within(
+            "every replica knowing the three members",
+            WITHIN,
+            move || {
+                let k = k.clone();
+                async move { (k.members().len() == 3).then_some(()) }
+            },
+        )
         .await;
     }
     let before = acquires.load(Ordering::SeqCst);
@@ -88,14 +84,22 @@ async fn three_replicas_take_each_object_once_with_one_acquire() {
     let started = std::time::Instant::now();
     assert!(keepers[0].hold(&silent).await.unwrap().is_none());
     assert!(keepers[1].hold(&silent).await.unwrap().is_none());
-    eventually("another replica taking the stuck object", async || {
-        for k in &keepers[..2] {
-            if k.hold(&silent).await.unwrap().is_some() {
-                return Some(());
+    let others = [keepers[0].clone(), keepers[1].clone()];
+    eventually_within(
+        "another replica taking the stuck object",
+        WITHIN,
+        move || {
+            let (others, silent) = (others.clone(), silent.clone());
+            async move {
+                for k in &others {
+                    if k.hold(&silent).await.unwrap().is_some() {
+                        return Some(());
+                    }
+                }
+                None
             }
-        }
-        None
-    })
+        },
+    )
     .await;
     assert!(started.elapsed() >= SPREAD_GRACE, "{:?}", started.elapsed());
 }
