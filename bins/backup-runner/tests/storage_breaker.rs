@@ -339,8 +339,11 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
         "{most_at_once} base backups at once"
     );
 
-    // Every Plan backs up again: a job created since the outage began succeeded.
-    eventually_within("every Plan resumed", PHASE, || async {
+    // Every Plan backs up again: a job created since the outage began succeeded. A Plan whose
+    // job was already running when S3 stopped needs a later slot's job, which queues behind the
+    // others at the recovery concurrency: a round over all Plans takes about 12 s per Plan here.
+    let resume = PHASE.max(Duration::from_secs(12 * plan_names.len() as u64));
+    eventually_within("every Plan resumed", resume, || async {
         let all = list(jobs.clone()).await?;
         let resumed: BTreeSet<String> = all
             .iter()

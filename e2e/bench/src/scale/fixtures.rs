@@ -299,6 +299,9 @@ pub fn seed(daemon: Daemon, n: usize) -> Seed {
                         .build(),
                 )
                 .expect("a RestoreJob");
+                // As every RestoreJob a controller has seen, upstream's or ours: the cleanup
+                // finalizer is added even to a finished job, so a restart finds it there.
+                restore["metadata"]["finalizers"] = json!([api::contract::finalizers::CLEANUP]);
                 restore["status"] = json!({
                     "phase": "Succeeded", "startedAt": at, "completedAt": at,
                     "message": "restore completed",
@@ -442,6 +445,9 @@ mod tests {
         let backups: Vec<Backup> = typed_with_status(&s, "Backup");
         assert_eq!((restores.len(), backups.len()), (500, 500));
         assert!(restores.iter().all(RestoreJob::is_terminal));
+        assert!(restores.iter().all(|r| {
+            r.metadata.finalizers.as_deref() == Some(&[api::contract::finalizers::CLEANUP.to_owned()])
+        }));
         assert_eq!(s.reconciles, 500);
         assert_eq!(s.measured.len(), 2);
     }
