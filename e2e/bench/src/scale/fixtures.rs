@@ -446,7 +446,8 @@ mod tests {
         assert_eq!((restores.len(), backups.len()), (500, 500));
         assert!(restores.iter().all(RestoreJob::is_terminal));
         assert!(restores.iter().all(|r| {
-            r.metadata.finalizers.as_deref() == Some(&[api::contract::finalizers::CLEANUP.to_owned()])
+            r.metadata.finalizers.as_deref()
+                == Some(&[api::contract::finalizers::CLEANUP.to_owned()])
         }));
         assert_eq!(s.reconciles, 500);
         assert_eq!(s.measured.len(), 2);
