@@ -189,8 +189,11 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
             .map(|l| l.items)
     };
 
+    // A round over all Plans (each a real base backup; the simulated CNPG runs one per cluster at
+    // a time): about 12 s per Plan on this machine, at least a phase.
+    let round = PHASE.max(Duration::from_secs(12 * plan_names.len() as u64));
     // Storage up: every Plan backs up once.
-    eventually_within("every Plan has a Succeeded job", PHASE, || async {
+    eventually_within("every Plan has a Succeeded job", round, || async {
         let all = list(jobs.clone()).await?;
         let done: BTreeSet<String> = all
             .iter()
@@ -341,9 +344,8 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
 
     // Every Plan backs up again: a job created since the outage began succeeded. A Plan whose
     // job was already running when S3 stopped needs a later slot's job, which queues behind the
-    // others at the recovery concurrency: a round over all Plans takes about 12 s per Plan here.
-    let resume = PHASE.max(Duration::from_secs(12 * plan_names.len() as u64));
-    eventually_within("every Plan resumed", resume, || async {
+    // others at the recovery concurrency: another round over all Plans.
+    eventually_within("every Plan resumed", round, || async {
         let all = list(jobs.clone()).await?;
         let resumed: BTreeSet<String> = all
             .iter()
