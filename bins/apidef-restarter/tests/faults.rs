@@ -132,6 +132,9 @@ async fn run(chaos: bool) -> Outcome {
     } else {
         Vec::new()
     };
+    // A client made before the restart may still pool a connection the old server closed; the
+    // edits below are the test's, not the daemon's, so they go through a new one.
+    let client = h.client();
     for revision in 1..EDITS {
         edit_spec(&client, "vm-disk", revision).await;
         rolled(&client, "the roll for an edit").await;

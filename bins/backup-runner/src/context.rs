@@ -161,7 +161,10 @@ impl Context {
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(updated) => Ok(updated),
+            Ok(updated) => {
+                self.leases.wrote(job, &updated);
+                Ok(updated)
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 Err(Error::Conflict(format!("BackupJob {ns}/{name}")))
             }

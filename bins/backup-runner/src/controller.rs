@@ -35,6 +35,9 @@ pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/runner-lease-toke
 /// expire wakes the job at once (`WorkLeaseKeeper::freed`, pushed by the lease server); this retry
 /// covers refusals no event ends, such as the lease server's quiet period after a restart.
 const LEASE_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// When to look again at a job whose cached copy is behind this replica's own write, should the
+/// write's event not arrive first.
+const BEHIND_RETRY: Duration = Duration::from_secs(1);
 
 /// Reconciles one BackupJob.
 pub async fn reconcile(job: Arc<BackupJob>, ctx: Ctx) -> Result<Action, Error> {
@@ -100,6 +103,12 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             }
         }
         _ => {}
+    }
+    // A copy this replica already wrote over (its cache lags its own write): the write's own
+    // event comes next; deciding now would repeat the decision into a conflict.
+    if ctx.leases.behind(job.as_ref()) {
+        metrics::counter!(crate::metrics::BEHIND).increment(1);
+        return Ok(Action::requeue(BEHIND_RETRY));
     }
     let Some(held) = ctx.leases.hold(job.as_ref()).await? else {
         return Ok(Action::requeue(LEASE_BUSY_RETRY));

@@ -286,12 +286,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mirror = Arc::new(records::Mirror::new(client.clone(), &args.runner));
     // The storage breaker wakes jobs by key (namespace/name).
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let woken = futures::stream::unfold(woken, |mut rx| async move {
-        let key = rx.recv().await?;
-        let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
-        Some((ObjectRef::<BackupJob>::new(name).within(ns), rx))
-    });
-    let controller = controller.reconcile_on(woken);
+    let controller = controller.reconcile_on(storage_breaker::woken::<BackupJob>(woken));
     let ctx = Arc::new(context::Context {
         client: client.clone(),
         caches: context::Caches {
@@ -308,11 +303,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         mirror: mirror.clone(),
         jobs: jobs_store.clone(),
         breakers: Arc::new(
-            breaker::Breakers::new(breaker::Settings {
-                failures: args.runner.storage_breaker_failures,
-                window: args.runner.storage_breaker_window,
-                recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
-            })
+            breaker::Breakers::new(
+                breaker::Settings {
+                    failures: args.runner.storage_breaker_failures,
+                    window: args.runner.storage_breaker_window,
+                    recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
+                },
+                breaker::NAMES,
+            )
             .with_wake(wake),
         ),
     });

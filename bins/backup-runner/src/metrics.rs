@@ -13,6 +13,9 @@ pub const DURATION: &str = "cozy_backups_backup_runner_backup_duration_seconds";
 pub const LAST_SUCCESS: &str = "cozy_backups_backup_runner_last_success_timestamp_seconds";
 /// Gauge: BackupJobs this replica is driving (holds a work lease for).
 pub const IN_FLIGHT: &str = "cozy_backups_backup_runner_jobs_in_flight";
+/// Counter: reconciles skipped because the cached job was the version this replica had already
+/// written over (read-your-writes; its newer version's event follows).
+pub const BEHIND: &str = "cozy_backups_backup_runner_reconciles_behind_own_write_total";
 /// Gauge `{namespace, application}`: Unix time where the point-in-time recoverable window of a
 /// PostgreSQL application opens, as its newest catalog Backup recorded it.
 pub const WINDOW_START: &str =
@@ -69,6 +72,10 @@ pub fn describe() {
         "Unix time of the last successful backup of an application."
     );
     metrics::describe_gauge!(IN_FLIGHT, "BackupJobs this replica holds a work lease for.");
+    metrics::describe_counter!(
+        BEHIND,
+        "Reconciles skipped because the cached BackupJob was the version this replica had already written over."
+    );
     metrics::describe_gauge!(
         WINDOW_START,
         "Unix time where a PostgreSQL application's recoverable window opens (newest Backup's record)."

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use api::backups::Backup;
 use backup_storage::catalog::{self as record, Rejection};
-use backup_storage::s3::{S3Client, S3Config};
+use backup_storage::s3::S3Client;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
@@ -62,6 +62,21 @@ pub enum MirrorError {
     /// Backups do not each read the Secrets again).
     #[error("{0} (cached)")]
     Cached(String),
+}
+
+impl From<storage_breaker::bucket::BucketError> for MirrorError {
+    fn from(e: storage_breaker::bucket::BucketError) -> Self {
+        use storage_breaker::bucket::BucketError as B;
+        match e {
+            B::Api { secret, source } => MirrorError::Api {
+                action: "get",
+                secret,
+                source,
+            },
+            B::Secret { secret, problem } => MirrorError::Secret { secret, problem },
+            B::S3(e) => MirrorError::S3(e),
+        }
+    }
 }
 
 impl MirrorError {
@@ -191,55 +206,17 @@ impl Mirror {
 
     async fn resolve(&self) -> Result<Option<Bucket>, MirrorError> {
         let (ns, name) = &self.bucket_secret;
-        let shown = format!("{ns}/{name}");
-        let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(|source| MirrorError::Api {
-                action: "get",
-                secret: shown.clone(),
-                source,
-            })?;
-        let Some(secret) = secret else {
-            tracing::debug!(secret = %shown, "the system bucket's credentials do not exist yet; the catalog mirror waits");
+        let system = storage_breaker::bucket::SystemBucket {
+            namespace: ns,
+            name,
+            endpoint: &self.endpoint,
+            endpoint_flag: "--catalog-endpoint",
+            ca_file: self.ca_file.as_deref(),
+        };
+        let Some(s3) = system.client(&self.client).await? else {
+            tracing::debug!(secret = %system.secret(), "the system bucket's credentials do not exist yet; the catalog mirror waits");
             return Ok(None);
         };
-        let data: BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        let creds = backup_storage::credentials::parse_source(ns, name, &data).map_err(|e| {
-            MirrorError::Secret {
-                secret: shown.clone(),
-                problem: e.message.clone(),
-            }
-        })?;
-        let endpoint = if !self.endpoint.is_empty() {
-            self.endpoint.clone()
-        } else if !creds.endpoint.is_empty() {
-            backup_storage::endpoint::resolve(true, "", Some(creds.endpoint.as_bytes()))
-        } else {
-            return Err(MirrorError::Secret {
-                secret: shown,
-                problem: "no endpoint (and no --catalog-endpoint)".into(),
-            });
-        };
-        if creds.bucket_name.is_empty() {
-            return Err(MirrorError::Secret {
-                secret: shown,
-                problem: "no bucketName (flat key or BucketInfo)".into(),
-            });
-        }
-        let ca_pem = match &self.ca_file {
-            Some(path) => Some(std::fs::read(path).map_err(|e| MirrorError::Secret {
-                secret: shown.clone(),
-                problem: format!("--catalog-ca-file {}: {e}", path.display()),
-            })?),
-            None => None,
-        };
-        let s3 = S3Client::new(S3Config::for_source(&creds, endpoint, ca_pem))?;
         let key = ensure_key(&self.client, &self.key_secret.0, &self.key_secret.1).await?;
         Ok(Some(Bucket::new(s3, key)))
     }

@@ -22,11 +22,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use api::backups::{BackupJob, Plan};
-use harness::dataplane::{DataPlane, apply};
+use harness::dataplane::apply;
 use harness::{Admin, Harness, eventually_within};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const TENANT: &str = "tenant-acme";
 /// The PostgreSQL applications: `shop-db` and `blog-db`, or `COZY_OUTAGE_APPS` of them.
@@ -67,27 +67,6 @@ const PHASE: Duration = Duration::from_secs(300);
 const AVAILABLE: &str = "cozy_backups_backup_runner_storage_available";
 const PROBES: &str = "cozy_backups_backup_runner_storage_probes_total";
 
-/// Sets the S3 server's fault switch through its admin endpoint (`PUT /faults`).
-async fn s3_mode(dp: &DataPlane, mode: &str) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let endpoints: Value = serde_json::from_slice(
-        &std::fs::read(dp.data_dir.join("s3").join("endpoints.json")).unwrap(),
-    )
-    .unwrap();
-    let admin = endpoints["admin"].as_str().unwrap();
-    let host = admin.strip_prefix("http://").unwrap();
-    let body = json!({ "mode": mode }).to_string();
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!(
-        "PUT /faults HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-}
-
 fn ready(job: &BackupJob) -> Option<(String, String)> {
     support::ready(job).map(|c| (c.reason, c.message))
 }
@@ -104,14 +83,6 @@ fn plan_of(job: &BackupJob) -> Option<String> {
         .iter()
         .find(|o| o.kind == "Plan")
         .map(|o| o.name.clone())
-}
-
-/// The JSON log lines of the runner with this `message`.
-fn log_lines(log: &str, message: &str) -> Vec<Value> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["message"] == message)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +178,7 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
     // S3 stops. The breaker opens once two jobs failed for storage reasons, and jobs wait with
     // the explained condition.
     let stopped_at = k8s_openapi::jiff::Timestamp::now();
-    s3_mode(&dp, mode).await;
+    dp.s3_mode(mode).await;
     let mut runner: Admin = h.daemon("backup-runner").unwrap().admin().await.unwrap();
     let endpoint = eventually_within("the storage breaker opens", PHASE, || async {
         runner
@@ -278,7 +249,7 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
     assert!(!pending.is_empty());
 
     // S3 returns: the waiting jobs resume, at most CONCURRENCY base backups at once.
-    s3_mode(&dp, "none").await;
+    dp.s3_mode("none").await;
     let back = Instant::now();
     let back_wall = k8s_openapi::jiff::Timestamp::now();
     let cnpg: Api<DynamicObject> = h.dynamic::<api::thirdparty::cnpg::Backup>(TENANT);
@@ -359,8 +330,10 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
 
     // The probe audit: per process, one probe per backoff step (steps 0, 1, 2, … in order; the
     // restart starts over at 0), and never two in flight.
-    let log = h.daemon("backup-runner").unwrap().log();
-    let steps: Vec<u64> = log_lines(&log, "storage probe failed")
+    let daemon = h.daemon("backup-runner").unwrap();
+    let log = daemon.log();
+    let steps: Vec<u64> = daemon
+        .json_lines("storage probe failed")
         .iter()
         .map(|v| v["step"].as_u64().unwrap())
         .collect();
@@ -374,19 +347,20 @@ async fn outage(mode: &str, kill: bool, probes: f64) {
         }
     }
     assert!(restarts <= usize::from(kill), "probe steps {steps:?}");
-    let started = log_lines(&log, "storage probe: HEAD of the system bucket").len();
-    let succeeded = log_lines(
-        &log,
-        "storage probe succeeded: the object store answers; waiting jobs resume",
-    )
-    .len();
+    let started = daemon
+        .json_lines("storage probe: HEAD of the system bucket")
+        .len();
+    let succeeded = daemon
+        .json_lines("storage probe succeeded: the object store answers; waiting jobs resume")
+        .len();
     assert!(
         started <= steps.len() + succeeded + 1,
         "{started} probes started, {} failed, {succeeded} succeeded",
         steps.len()
     );
     // Resumes: never more than the concurrency at once.
-    let resumed: Vec<u64> = log_lines(&log, "storage recovered: job resumes")
+    let resumed: Vec<u64> = daemon
+        .json_lines("storage recovered: job resumes")
         .iter()
         .map(|v| v["resumed"].as_u64().unwrap())
         .collect();

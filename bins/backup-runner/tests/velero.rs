@@ -343,6 +343,8 @@ async fn a_create_velero_refuses_fails_the_job_with_a_warning_event() {
         p.event("nowhere", "VeleroBackupCreationFailed").await,
         "Failed to create Velero Backup cozy-velero/tenant-acme.nowhere-: namespaces \"cozy-velero\" not found"
     );
+    // The failure's own Event is recorded after the status write the wait above saw.
+    p.event("nowhere", "BackupFailed").await;
     let warnings: Vec<String> = p
         .events("nowhere")
         .await

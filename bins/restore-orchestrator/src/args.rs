@@ -49,6 +49,51 @@ pub struct OrchestratorArgs {
     #[arg(long, env = "DRILL_INTERVAL", default_value = "30s", value_parser = runtime::duration::parse)]
     #[serde(serialize_with = "runtime::duration::serialize")]
     pub drill_interval: Duration,
+    /// The system bucket's credentials Secret, `<namespace>/<name>` (read by name): the storage
+    /// breaker probes the object store through it (`docs/storage-breaker.md`). Empty: no breaker.
+    #[arg(
+        long,
+        env = "STORAGE_BUCKET_SECRET",
+        default_value = "tenant-root/bucket-cozy-backups-system-credentials",
+        value_parser = secret_or_empty
+    )]
+    pub storage_bucket_secret: String,
+    /// The S3 endpoint URL the probe uses (default: `https://` + the bucket Secret's endpoint).
+    #[arg(long, env = "STORAGE_ENDPOINT", default_value = "")]
+    pub storage_endpoint: String,
+    /// A PEM bundle of CAs trusted for the S3 endpoint (besides the public roots).
+    #[arg(long, env = "STORAGE_CA_FILE")]
+    pub storage_ca_file: Option<std::path::PathBuf>,
+    /// Storage failures (of distinct RestoreJobs, on one endpoint) within
+    /// `--storage-breaker-window` that open the storage breaker of that endpoint.
+    #[arg(long, env = "STORAGE_BREAKER_FAILURES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub storage_breaker_failures: u32,
+    /// The window in which `--storage-breaker-failures` storage failures open the breaker.
+    #[arg(long, env = "STORAGE_BREAKER_WINDOW", default_value = "5m", value_parser = positive_duration)]
+    #[serde(serialize_with = "runtime::duration::serialize")]
+    pub storage_breaker_window: Duration,
+    /// RestoreJobs that resume at once, oldest first, once the storage probe succeeds.
+    #[arg(long, env = "STORAGE_RECOVERY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub storage_recovery_concurrency: u32,
+}
+
+fn secret_or_empty(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        _ if s.is_empty() => Ok(String::new()),
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!(
+            "{s:?} is not <namespace>/<name> (or empty, for no storage breaker)"
+        )),
+    }
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match runtime::duration::parse(s)? {
+        d if d.is_zero() => Err(format!("{s:?} is not a positive duration")),
+        d => Ok(d),
+    }
 }
 
 #[cfg(test)]
@@ -81,5 +126,25 @@ mod tests {
         ]);
         assert!(!a.orchestrator.require_projection);
         assert!(Args::try_parse_from(["restore-orchestrator", "--concurrency", "many"]).is_err());
+        let a = Args::parse_from(["restore-orchestrator"]).orchestrator;
+        assert_eq!(
+            a.storage_bucket_secret,
+            "tenant-root/bucket-cozy-backups-system-credentials"
+        );
+        assert_eq!(
+            (a.storage_breaker_failures, a.storage_recovery_concurrency),
+            (3, 4)
+        );
+        assert_eq!(a.storage_breaker_window, Duration::from_secs(300));
+        let off = Args::parse_from(["restore-orchestrator", "--storage-bucket-secret="]);
+        assert_eq!(off.orchestrator.storage_bucket_secret, "");
+        let err = |flags: &[&str]| {
+            let mut argv = vec!["restore-orchestrator"];
+            argv.extend_from_slice(flags);
+            Args::try_parse_from(argv).unwrap_err().to_string()
+        };
+        assert!(err(&["--storage-bucket-secret", "no-namespace"]).contains("<namespace>/<name>"));
+        assert!(err(&["--storage-breaker-window", "0s"]).contains("positive"));
+        assert!(err(&["--storage-breaker-failures", "0"]).contains("0"));
     }
 }

@@ -74,6 +74,8 @@ pub struct Context {
     pub args: OrchestratorArgs,
     /// The daemon's readiness registry (whether every watch has listed once).
     pub readiness: Readiness,
+    /// The system bucket and the storage breakers.
+    pub storage: crate::storage::Storage,
 }
 
 /// A shared context.

@@ -34,6 +34,7 @@ use serde_json::json;
 
 use crate::context::{Context, Ctx, Error, is_refusal, resource};
 use crate::observe::{self, Carry};
+use crate::storage::{self, Verdict};
 
 /// Annotation recording the fencing token of the work lease under which the job was last driven.
 pub const LEASE_TOKEN_ANNOTATION: &str = "backups.cozystack.io/restore-orchestrator-lease-token";
@@ -175,7 +176,33 @@ async fn pass(ctx: &Context, job: &RestoreJob, carry: &mut Carry) -> Result<Next
                 .as_ref()
                 .expect("dispatch only follows a found Backup");
             let step = observe::decide(ctx, driver, job, backup, now.clone(), carry).await?;
-            (step, Some((driver, backup)))
+            let driven = Some((driver, backup));
+            match storage::judge(&ctx.storage, &ctx.client, job, driver, step).await {
+                Verdict::Go(step) => (step, driven),
+                Verdict::Resume(status) => {
+                    resume(ctx, job, driver, status, driven, &now).await?;
+                    return Ok(Next::Again);
+                }
+                Verdict::Wait(status, recheck) => {
+                    write(ctx, job, status, driven, &now).await?;
+                    return Ok(Next::Stop(Requeue::requeue(recheck)));
+                }
+                Verdict::Fail { message, on_error } => {
+                    if let Some(release) = on_error.and_then(|o| o.resume) {
+                        // Best effort: the failure below is the news.
+                        let _ = set_suspend(ctx, &release, false).await;
+                    }
+                    let status = restore::skeleton::status_of(job);
+                    let failed = restore::skeleton::failed(
+                        &status,
+                        api::contract::reasons::RESTORE_FAILED,
+                        &message,
+                        &now,
+                    );
+                    write(ctx, job, failed, driven, &now).await?;
+                    return Ok(Next::Stop(Requeue::await_change()));
+                }
+            }
         }
         other => (other, None),
     };
@@ -453,6 +480,7 @@ async fn perform(ctx: &Context, action: &Action) -> Result<Done, Error> {
 
 /// Runs the cleanups of a deleted job (best effort) and drops the finalizer.
 async fn finalize(ctx: &Context, job: &RestoreJob, cleanups: Vec<Cleanup>) -> Result<(), Error> {
+    ctx.storage.breakers.release(&storage::job_key(job));
     for Cleanup { action, on_error } in cleanups {
         let failure = match perform(ctx, &action).await {
             Ok(Done::Refused(e)) => Some(e),
@@ -534,9 +562,47 @@ async fn write(
     ctx.write_status(job, &status).await?;
     crate::metrics::transition(ctx, job, &before, &status, driver, now).await;
     if phases::is_terminal(status.phase.as_deref()) {
+        ctx.storage.breakers.release(&storage::job_key(job));
         ctx.leases.release(job);
     }
     Ok(())
+}
+
+/// The object store answers again for a job that waited for it: its operator objects that failed
+/// for storage are deleted (its driver creates them anew), and the wait ends.
+async fn resume(
+    ctx: &Context,
+    job: &RestoreJob,
+    driver: Driver,
+    mut status: RestoreJobStatus,
+    driven: Option<(Driver, &Backup)>,
+    now: &Time,
+) -> Result<(), Error> {
+    for (resource, ns, name) in observe::storage_failed(ctx, driver, job).await? {
+        let what = format!("{} {ns}/{name}", resource.kind);
+        match ctx
+            .api(&resource, Some(&ns))
+            .delete(&name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Api {
+                    action: "delete",
+                    object: what,
+                    source,
+                });
+            }
+        }
+        tracing::info!(
+            job = %storage::job_key(job),
+            object = %what,
+            "storage recovered: the operator object that failed while storage was down is deleted; the restore creates a new one"
+        );
+    }
+    drivers::status::end_wait(&mut status, &[storage_breaker::STORAGE_UNAVAILABLE]);
+    write(ctx, job, status, driven, now).await
 }
 
 /// Records this replica's fencing token on the job (`WorkLeaseKeeper::fence`): a replica that

@@ -30,6 +30,7 @@ pub mod controller;
 pub mod drill;
 pub mod metrics;
 pub mod observe;
+pub mod storage;
 
 use std::sync::Arc;
 
@@ -208,6 +209,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // A job another replica was driving is taken over the moment its lease is freed (that
     // replica shut down, or its lease expired), not at the next busy-lease requeue.
     let controller = controller.reconcile_on(leases.freed::<RestoreJob>());
+    // The storage breaker wakes jobs by key (namespace/name).
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let controller = controller.reconcile_on(storage_breaker::woken::<RestoreJob>(woken));
     let ctx = Arc::new(context::Context {
         client,
         jobs: jobs_store,
@@ -217,6 +221,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         backoff: Backoff::default(),
         args: args.orchestrator.clone(),
         readiness: wctx.readiness.clone(),
+        storage: storage::Storage::new(&args.orchestrator, wake),
     });
     let jobs = run_controller(controller, ctx, &wctx);
     let drills = drills.run(args.orchestrator.drill_interval, wctx.shutdown.signaled());

@@ -60,6 +60,7 @@ pub fn describe() {
         IN_FLIGHT,
         "RestoreJobs this replica holds a work lease for."
     );
+    crate::storage::NAMES.describe();
 }
 
 fn seconds(from: &Time, to: &Time) -> f64 {

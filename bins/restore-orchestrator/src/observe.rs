@@ -530,3 +530,43 @@ async fn batch(
         },
     ))
 }
+
+/// The operator objects of `job` that ended in a storage fault (their `status`, as text,
+/// classifies as one; `docs/storage-breaker.md`): what a restore that waited for its object store
+/// deletes so that its driver creates them anew. Only the drivers that create one restore object
+/// per job have such objects; a CNPG or Etcd recovery is retried by its operator.
+pub async fn storage_failed(
+    ctx: &Context,
+    driver: Driver,
+    job: &RestoreJob,
+) -> Result<Vec<(ApiResource, String, String)>, Error> {
+    let job_ns = job.metadata.namespace.clone().unwrap_or_default();
+    let (resource, ns, objects) = match driver {
+        Driver::MariaDb | Driver::MongoDb | Driver::FoundationDb | Driver::Velero => {
+            let (resource, ns) = match driver {
+                Driver::MariaDb => (erase::<t::mariadb::Restore>(), job_ns),
+                Driver::MongoDb => (erase::<t::percona::PerconaServerMongoDBRestore>(), job_ns),
+                Driver::FoundationDb => (erase::<t::fdb::FoundationDBRestore>(), job_ns),
+                _ => (
+                    erase::<t::velero::Restore>(),
+                    drivers::velero::NAMESPACE.to_owned(),
+                ),
+            };
+            let objects = owned(ctx, &resource, &ns, job).await?;
+            (resource, ns, objects)
+        }
+        Driver::Job | Driver::Altinity => {
+            let resource = resource("batch/v1", "Job");
+            let name = format!("{}-restore", job.metadata.name.as_deref().unwrap_or(""));
+            let objects = ctx.get(&resource, Some(&job_ns), &name).await?;
+            (resource, job_ns, objects.into_iter().collect())
+        }
+        Driver::Cnpg | Driver::Etcd => return Ok(Vec::new()),
+    };
+    Ok(objects
+        .iter()
+        .filter(|o| drivers::storage_fault::classify(&o["status"].to_string()).is_some())
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .map(|name| (resource.clone(), ns.clone(), name.to_owned()))
+        .collect())
+}

@@ -20,4 +20,5 @@ mod job;
 mod mariadb;
 mod mariadb_dataplane;
 mod mongodb;
+mod storage_breaker;
 mod velero;

@@ -29,6 +29,11 @@ fn bin(name: &str) -> std::path::PathBuf {
 /// The emulator, the data plane with the mariadb simulator, the renderer, the projector, the
 /// runner and the orchestrator.
 async fn start() -> (support::Platform, DataPlane) {
+    start_with(&[]).await
+}
+
+/// [`start`], with the orchestrator's extra arguments (it always trusts the data plane's CA).
+pub(crate) async fn start_with(orchestrator: &[&str]) -> (support::Platform, DataPlane) {
     let mut h = Harness::start().await.unwrap();
     h.create_namespaces(&[
         "tenant-root",
@@ -50,11 +55,20 @@ async fn start() -> (support::Platform, DataPlane) {
         .await
         .unwrap();
     h.spawn_renderer_and_projector(&dp, READY).await.unwrap();
-    for name in ["backup-runner", "restore-orchestrator"] {
-        h.spawn_ready(DaemonSpec::new(name, bin(name)), READY)
-            .await
-            .unwrap();
-    }
+    h.spawn_ready(
+        DaemonSpec::new("backup-runner", bin("backup-runner")),
+        READY,
+    )
+    .await
+    .unwrap();
+    h.spawn_ready(
+        DaemonSpec::new("restore-orchestrator", bin("restore-orchestrator"))
+            .args([format!("--storage-ca-file={}", dp.ca_file.display())])
+            .args(orchestrator.iter().copied()),
+        READY,
+    )
+    .await
+    .unwrap();
     (support::Platform { h }, dp)
 }
 
@@ -73,13 +87,13 @@ async fn apply_server(p: &support::Platform, name: &str, annotations: serde_json
 
 /// MariaDB application `name` and the operator MariaDB its chart renders; returns the server's
 /// connection once it accepts connections.
-async fn mariadb_app(p: &support::Platform, name: &str) -> MariaDbConn {
+pub(crate) async fn mariadb_app(p: &support::Platform, name: &str) -> MariaDbConn {
     p.app::<apps::MariaDB>(name, json!({"replicas": 1})).await;
     p.h.ready_mariadb(TENANT, name).await
 }
 
 /// The rows of `shop.orders`, by id.
-fn rows(db: &MariaDbConn) -> String {
+pub(crate) fn rows(db: &MariaDbConn) -> String {
     db.sql("SELECT GROUP_CONCAT(item ORDER BY id) FROM shop.orders")
 }
 

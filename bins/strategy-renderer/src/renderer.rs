@@ -314,10 +314,19 @@ impl Renderer {
         Ok(())
     }
 
-    /// Sets the gauge and writes the Ready condition when it differs from the observed one.
+    /// Writes the Ready condition when it differs from the observed one, then sets the gauge: a
+    /// scrape that sees a new count finds the condition that explains it already written.
     async fn report_status(&self, status: &ReadyStatus, now: &Snapshot) -> Result<bool, Error> {
+        let written = self.write_ready(status, now).await;
+        metrics::gauge!(DEFAULT_OBJECTS_MISSING, "backupclass" => names::DEFAULT_BACKUP_CLASS)
+            .set(status.missing as f64);
+        written
+    }
+
+    /// The Ready condition of the default BackupClass, applied when it differs from the observed
+    /// one; whether it was written.
+    async fn write_ready(&self, status: &ReadyStatus, now: &Snapshot) -> Result<bool, Error> {
         let class = names::DEFAULT_BACKUP_CLASS;
-        metrics::gauge!(DEFAULT_OBJECTS_MISSING, "backupclass" => class).set(status.missing as f64);
         let mut conditions: Vec<Condition> = now
             .observed
             .get(&Key {

@@ -243,18 +243,30 @@ pub async fn demo_failed_cleanup_seen(client: &kube::Client) -> anyhow::Result<(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The Event is written after the deletion (the recorder may still be sending it): wait for it
+    // under the same deadline instead of printing an empty reason.
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let note = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .find(|e| {
-            e.reason.as_deref() == Some(api::contract::event_reasons::FAILED_BACKUP_EXPIRED)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .and_then(|e| e.note)
-        .unwrap_or_default();
+    let note = loop {
+        let found = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(api::contract::event_reasons::FAILED_BACKUP_EXPIRED)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .and_then(|e| e.note);
+        if let Some(note) = found {
+            break note;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "BackupJob {ns}/{name} was deleted but no {} Event names it within 90s (see .dev/logs/retention-cleaner.log)",
+            api::contract::event_reasons::FAILED_BACKUP_EXPIRED
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     println!("  retention-cleaner deleted BackupJob {ns}/{name}: {note}");
     Ok(())
 }

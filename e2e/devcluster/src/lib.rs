@@ -30,9 +30,9 @@
 //! Postgres demos, the failed-backup cleanup, the status table, the shared waits), and
 //! [`mariadb`] and [`etcd`] (their applications' seeds and demos); [`run`] strings them together.
 //!
-//! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a daemon's
-//! arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback), known once the simulators
-//! are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
+//! Invariants: daemons are started only after the emulator serves every CRD; `{s3-http}` in a
+//! daemon's arguments is the S3 server's plain-HTTP endpoint (the in-cluster fallback) and
+//! `{s3-ca}` its dev CA's file, both known once the simulators are ready; `--check` proves the whole path (emulator, CRDs, every daemon's `/ready`, the seeded
 //! databases answering, the demo backup in the bucket) and exits 0, so tests and CI can run the same
 //! command.
 
@@ -115,10 +115,12 @@ pub const DAEMONS: &[DaemonEntry] = &[
         bin: "backup-runner",
         args: &["--backup-deadline=15m"],
     },
-    // Runs RestoreJobs (the demo below: examples/restorejob-pitr.yaml), single replica.
+    // Runs RestoreJobs (the demo below: examples/restorejob-pitr.yaml), single replica. Its
+    // storage breaker probes the system bucket at the endpoint of its Secret, over TLS with the
+    // dev CA.
     DaemonEntry {
         bin: "restore-orchestrator",
-        args: &[],
+        args: &["--storage-ca-file={s3-ca}"],
     },
     // Applies Plan retention and deletes failed backups; the short TTL lets a newcomer watch the
     // demo's failed BackupJob disappear (production default: 1440 minutes).
@@ -290,9 +292,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let mut entry_args = Vec::new();
         for a in entry.args {
             let mut a = a.replace("{dev-dir}", &args.dev_dir.display().to_string());
-            if a.contains("{s3-http}") {
+            if a.contains("{s3-http}") || a.contains("{s3-ca}") {
                 let e = s3.as_ref().context("the S3 server is not running")?;
-                a = a.replace("{s3-http}", &e.http);
+                a = a
+                    .replace("{s3-http}", &e.http)
+                    .replace("{s3-ca}", &e.ca_file.display().to_string());
             }
             entry_args.push(a);
         }

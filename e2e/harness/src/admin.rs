@@ -112,7 +112,8 @@ impl Metrics {
                         .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
             })
             .map(|s| s.value)
-            .sum()
+            // From +0.0: `f64`'s `Sum` starts at -0.0, which prints as "-0" when nothing matched.
+            .fold(0.0, |sum, v| sum + v)
     }
 
     /// True when some sample of `name` is exposed.

@@ -386,4 +386,14 @@ impl Daemon {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
+
+    /// The lines of a daemon run with `--log-format=json` whose message is `message`, parsed
+    /// (fields at the top level, as the daemons log them).
+    pub fn json_lines(&self, message: &str) -> Vec<serde_json::Value> {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["message"] == message)
+            .collect()
+    }
 }

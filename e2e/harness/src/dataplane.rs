@@ -81,6 +81,30 @@ impl Harness {
     }
 }
 
+impl DataPlane {
+    /// Sets the S3 server's fault switch (`none`, `stop`, `unavailable`) through its admin
+    /// endpoint (`PUT /faults`, docs/dataplane.md); panics unless the server says 200.
+    pub async fn s3_mode(&self, mode: &str) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let endpoints: Value = serde_json::from_slice(
+            &std::fs::read(self.data_dir.join("s3").join("endpoints.json")).unwrap(),
+        )
+        .unwrap();
+        let admin = endpoints["admin"].as_str().unwrap();
+        let host = admin.strip_prefix("http://").unwrap();
+        let body = serde_json::json!({ "mode": mode }).to_string();
+        let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+        let request = format!(
+            "PUT /faults HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
+
 /// How long data-plane waits may take (a recovery replays WAL with real PostgreSQL).
 pub const DATAPLANE_DEADLINE: Duration = Duration::from_secs(120);
 

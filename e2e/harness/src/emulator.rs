@@ -290,7 +290,9 @@ impl Harness {
 
     /// An API server outage observed from the daemons: stops the API server, waits until every
     /// named daemon's `/ready` answers 503, serves again and waits until each answers 200. Returns
-    /// each daemon's `/ready` body during the outage (the reasons it gave).
+    /// each daemon's `/ready` body during the outage (the reasons it gave). A `kube::Client` made
+    /// before the outage may hold a pooled connection the old server closed: a test that must not
+    /// see a transport error takes a new one from [`Harness::client`].
     pub async fn api_server_outage(
         &mut self,
         daemons: &[&str],

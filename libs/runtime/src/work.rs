@@ -143,7 +143,16 @@ pub struct WorkLeaseKeeper {
     refused: Arc<Mutex<HashMap<String, Instant>>>,
     /// Set by [`Self::spread`].
     spread: Option<Arc<Spread>>,
+    /// Read-your-writes: for each object this replica wrote (lease name), the resourceVersion the
+    /// write was made on, and when. A copy still at that version is behind this replica's own
+    /// write (see [`Self::behind`]).
+    written: Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// How long a copy at a version this replica wrote over counts as behind: the watch delivers the
+/// write's own version well within it; past it the copy is trusted again (a watch that lost the
+/// event is relisted, and deciding on the copy only risks a conflict).
+const BEHIND_FOR: Duration = Duration::from_secs(10);
 
 /// How long a replica leaves an object to the replica the hash prefers for it before asking for
 /// the object's lease itself.
@@ -238,6 +247,7 @@ impl WorkLeaseKeeper {
             held: Mutex::new(HashMap::new()),
             refused: Arc::default(),
             spread: None,
+            written: Mutex::default(),
         }
     }
 
@@ -447,19 +457,47 @@ impl WorkLeaseKeeper {
             "annotations": {annotation: token.to_string()},
         }});
         let name = obj.meta().name.clone().unwrap_or_default();
-        api.patch(
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map(Fence::Recorded)
+        let updated = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await?;
+        self.wrote(obj, &updated);
+        Ok(Fence::Recorded(updated))
     }
 
     /// Gives the lease of `obj` back (the object is done, or gone).
     pub fn release<K: Resource<DynamicType = ()>>(&self, obj: &K) {
         let name = self.lease_name(obj);
         self.lock().remove(&name);
+        lock(&self.written).remove(&name);
+    }
+
+    /// Records that this replica wrote `before` (the copy the write was made on, carrying its
+    /// resourceVersion as a precondition) and the API server answered `after`: until the watch
+    /// shows a newer version, a copy at `before`'s is behind the write. A write that changed
+    /// nothing (the same version back) records nothing.
+    pub fn wrote<K: Resource<DynamicType = ()>>(&self, before: &K, after: &K) {
+        let version = before.meta().resource_version.clone();
+        if let Some(version) = version.filter(|v| after.meta().resource_version.as_ref() != Some(v))
+        {
+            lock(&self.written).insert(self.lease_name(before), (version, Instant::now()));
+        }
+    }
+
+    /// Whether `obj`, a cached copy, is the version this replica already wrote over (within
+    /// [`BEHIND_FOR`] of the write). Deciding on it would repeat a decision already made and end
+    /// in a conflict with this replica's own write; the event of the newer version is on its
+    /// way. The watch caches of a busy replica lag its own writes by a few events.
+    pub fn behind<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        let Some(version) = obj.meta().resource_version.as_deref() else {
+            return false;
+        };
+        lock(&self.written)
+            .get(&self.lease_name(obj))
+            .is_some_and(|(wrote_on, at)| wrote_on == version && at.elapsed() < BEHIND_FOR)
     }
 
     /// The replicas objects are spread over (identities, sorted; this one's included), when
@@ -528,6 +566,37 @@ fn object_ref<K: Resource<DynamicType = ()>>(prefix: &str, lease: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(version: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        let mut o = k8s_openapi::api::core::v1::ConfigMap::default();
+        o.metadata.name = Some("job".into());
+        o.metadata.namespace = Some("t".into());
+        o.metadata.resource_version = Some(version.into());
+        o
+    }
+
+    #[test]
+    fn a_copy_at_the_version_this_replica_wrote_over_is_behind_until_a_newer_one_or_release() {
+        let keeper = WorkLeaseKeeper::new("test", lease::WorkLeases::single_replica());
+        assert!(!keeper.behind(&at("5")));
+        keeper.wrote(&at("5"), &at("6"));
+        assert!(
+            keeper.behind(&at("5")),
+            "the cache still shows the version written over"
+        );
+        assert!(!keeper.behind(&at("6")), "the write's own version");
+        assert!(!keeper.behind(&at("7")), "a later version");
+        // A write that changed nothing leaves the memory as it was.
+        keeper.wrote(&at("6"), &at("6"));
+        assert!(keeper.behind(&at("5")) && !keeper.behind(&at("6")));
+        keeper.release(&at("5"));
+        assert!(!keeper.behind(&at("5")), "released: forgotten");
+        // Another object is not concerned.
+        keeper.wrote(&at("8"), &at("9"));
+        let mut other = at("8");
+        other.metadata.name = Some("other".into());
+        assert!(!keeper.behind(&other));
+    }
 
     #[test]
     fn the_hash_spreads_objects_evenly_and_moves_few_when_a_member_leaves() {

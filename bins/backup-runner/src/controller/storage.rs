@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::breaker::{Admission, STORAGE_UNAVAILABLE, job_key, probe_outcome};
+use crate::breaker::{Admission, STORAGE_UNAVAILABLE, job_key};
 
 /// The endpoint the breaker guards for every job: the system bucket's (`host:port`), which the
 /// platform's strategies write to; `None` while the bucket is not configured (catalog mirror off,
@@ -77,22 +77,13 @@ pub(super) async fn gate(
             outage,
         } => {
             if probe {
-                let breakers = ctx.breakers.clone();
-                let s3 = s3.clone();
-                let endpoint = endpoint.to_owned();
-                tracing::info!(endpoint, "storage probe: HEAD of the system bucket");
-                tokio::spawn(async move {
-                    let result = probe_outcome(s3.head_bucket().await);
-                    breakers.probed(&endpoint, result, Instant::now());
-                });
+                ctx.breakers.spawn_probe(endpoint, s3.clone());
             }
-            let since = status
-                .started_at
-                .clone()
-                .or_else(|| job.metadata.creation_timestamp.clone());
-            let elapsed: Duration = since
-                .and_then(|s| (wall.0 - s.0).try_into().ok())
-                .unwrap_or_default();
+            let elapsed = storage_breaker::elapsed(
+                status.started_at.as_ref(),
+                job.metadata.creation_timestamp.as_ref(),
+                &wall,
+            );
             let last = outage
                 .as_ref()
                 .map(|o| o.last_error.clone())

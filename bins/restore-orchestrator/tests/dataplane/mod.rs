@@ -87,8 +87,10 @@ impl Platform {
         )
         .await
         .unwrap();
+        // Configured as in production: the storage breaker's probe trusts the store's CA.
+        let ca = format!("--storage-ca-file={}", dp.ca_file.display());
         for spec in orchestrators(&mut h).await {
-            h.spawn_ready(spec, READY).await.unwrap();
+            h.spawn_ready(spec.args([ca.clone()]), READY).await.unwrap();
         }
         let p = Platform { h, dp };
         p.app("orders-db").await;

@@ -214,7 +214,21 @@ async fn run(replicas: usize) -> anyhow::Result<Figures> {
             })
             .map(|s| format!("{:?}={}", s.labels, s.value))
             .collect();
-        failures.push((name.clone(), by_kind.join(", ")));
+        let behind = m.sum(
+            "cozy_backups_backup_runner_reconciles_behind_own_write_total",
+            &[],
+        );
+        failures.push((
+            name.clone(),
+            format!(
+                "{}; skipped behind its own write: {behind}",
+                if by_kind.is_empty() {
+                    "none".to_string()
+                } else {
+                    by_kind.join(", ")
+                }
+            ),
+        ));
     }
     Ok(Figures {
         replicas,

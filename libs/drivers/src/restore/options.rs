@@ -290,6 +290,13 @@ fn decode_timeout(options: Option<&Json>) -> Result<Duration, DecodeError> {
     Ok(timeout(seconds, DEFAULT_RESTORE_TIMEOUT))
 }
 
+/// The restore deadline every driver reads from `restoreTimeoutSeconds` (default 30 minutes),
+/// leniently: what a driver would reject or warn about is its own business, this is the deadline
+/// a restore that waits for its object store is held to.
+pub fn restore_deadline(options: Option<&Json>) -> Duration {
+    decode_timeout(options).unwrap_or(DEFAULT_RESTORE_TIMEOUT)
+}
+
 /// MariaDB: permissive; the restore deadline.
 pub fn mariadb(options: Option<&Json>) -> Parsed<Duration> {
     let mut parsed = match decode_timeout(options) {
