@@ -402,6 +402,12 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
 
     // A failed in-place restore (the live Cluster purged, the recovery never converging) is undone
     // from its safety backup. The broken Cluster cannot be backed up, so the rescue skips that.
+    // The recovery is made to fail by stopping the object store once the purge is recorded.
+    // Left alone it may converge: with a 45 s deadline it reached `quiet` 12 s after the purge
+    // (some commit follows `quiet` in the archive by then), and with 25 s it ran out of time on
+    // one machine and not on another, so the outcome hung on the deadline's race with the
+    // replay. The deadline covers the safety backup and the WAL switch before the purge (13 s of
+    // it on an idle machine).
     let uri = p.uri("orders-db").await;
     psql(&uri, "INSERT INTO orders VALUES (2, 'precious')");
     let quiet = mark(&uri).await;
@@ -409,12 +415,39 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
         "doomed",
         "orders-db-adhoc",
         None,
-        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 25}),
+        json!({"recoveryTime": quiet, "restoreTimeoutSeconds": 45}),
     )
     .await;
+    let restores = p.restores();
+    eventually_within("doomed's purge of orders-db", DATAPLANE_DEADLINE, || {
+        let restores = restores.clone();
+        async move {
+            let job = restores.get("doomed").await.ok()?;
+            let purged = job.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "TargetPurged" && c.status == api::ConditionStatus::True)
+            });
+            (purged || job.is_terminal()).then_some(())
+        }
+    })
+    .await;
+    p.dp.s3_mode("stop").await;
     let job = p.terminal("doomed", DATAPLANE_DEADLINE).await;
+    p.dp.s3_mode("none").await;
     assert_eq!(phase(&job), "Failed", "{:?}", job.status);
-    assert_eq!(condition(&job, "SafetyBackupReady").0, "True");
+    assert_eq!(
+        condition(&job, "SafetyBackupReady").0,
+        "True",
+        "{:?}",
+        job.status
+    );
+    assert_eq!(
+        condition(&job, "TargetPurged").0,
+        "True",
+        "{:?}",
+        job.status
+    );
     p.restore(
         "rescue",
         "doomed-safety",
