@@ -404,9 +404,8 @@ async fn targets_before_the_window_and_past_the_archive_fail_and_a_failed_restor
     // from its safety backup. The broken Cluster cannot be backed up, so the rescue skips that.
     // The recovery is made to fail by stopping the object store once the purge is recorded.
     // Left alone it may converge: with a 45 s deadline it reached `quiet` 12 s after the purge
-    // (some commit follows `quiet` in the archive by then), and with 25 s it ran out of time on
-    // one machine and not on another, so the outcome hung on the deadline's race with the
-    // replay. The deadline covers the safety backup and the WAL switch before the purge (13 s of
+    // (some commit follows `quiet` in the archive by then), and with 25 s it ran out of time
+    // first, so the outcome hung on the deadline's race with the replay. The deadline covers the safety backup and the WAL switch before the purge (13 s of
     // it on an idle machine).
     let uri = p.uri("orders-db").await;
     psql(&uri, "INSERT INTO orders VALUES (2, 'precious')");
