@@ -27,6 +27,12 @@ pub const IN_FLIGHT: &str = "cozy_backups_restore_orchestrator_restores_in_fligh
 /// Gauge `{namespace, application}`: when the newest `Passed` restore drill of an application a
 /// Plan drills was recorded (Unix seconds).
 pub const LAST_VERIFIED: &str = "cozy_backups_restore_orchestrator_last_verified_timestamp_seconds";
+/// Gauge `{namespace, application}`: since when a passed restore drill of an application is
+/// expected (Unix seconds: the creation of its oldest Plan that drills it) while none has passed;
+/// NaN once one has, when no Plan drills it any more, or when this replica stops leading. With
+/// [`LAST_VERIFIED`] it lets an application whose drills never pass be alerted on too.
+pub const VERIFICATION_EXPECTED_SINCE: &str =
+    "cozy_backups_restore_orchestrator_verification_expected_since_timestamp_seconds";
 /// Counter `{result}` (`passed`, `failed`): restore drills recorded.
 pub const VERIFICATIONS: &str = "cozy_backups_restore_orchestrator_verifications_total";
 
@@ -54,6 +60,10 @@ pub fn describe() {
     metrics::describe_gauge!(
         LAST_VERIFIED,
         "When the newest passed restore drill of an application was recorded (Unix seconds)."
+    );
+    metrics::describe_gauge!(
+        VERIFICATION_EXPECTED_SINCE,
+        "Since when a passed restore drill of an application is expected while none has passed (Unix seconds; NaN otherwise)."
     );
     metrics::describe_counter!(VERIFICATIONS, "Restore drills recorded, by result.");
     metrics::describe_gauge!(

@@ -391,6 +391,28 @@ async fn a_plan_drill_restores_into_a_scratch_copy_checks_it_records_passed_and_
         last as i64,
         v.last_verified_at.as_ref().unwrap().0.as_second()
     );
+    // The expected-since gauge, set while no drill had passed, is NaN after the next pass.
+    let admin =
+        p.h.daemon("restore-orchestrator")
+            .unwrap()
+            .admin()
+            .await
+            .unwrap();
+    eventually_within("the expected-since gauge cleared", DRILL, || {
+        let admin = admin.clone();
+        async move {
+            let m = tokio::task::spawn_blocking(move || admin.metrics())
+                .await
+                .ok()?;
+            m.get(
+                "cozy_backups_restore_orchestrator_verification_expected_since_timestamp_seconds",
+                &[("namespace", TENANT), ("application", APP)],
+            )
+            .is_none_or(f64::is_nan)
+            .then_some(())
+        }
+    })
+    .await;
     let daemon = p.h.daemon("restore-orchestrator").unwrap();
     let log = daemon.log();
     let events = format!("{:?}", p.h.events_about(TENANT, &name).await);
@@ -686,6 +708,18 @@ async fn a_check_that_finds_no_row_records_failed_and_still_cleans_up() {
         ),
         None,
         "no drill of the application passed"
+    );
+    // …so a passed drill is expected since the Plan was created (the alert's other input).
+    let plan = Api::<Plan>::namespaced(p.h.client(), TENANT)
+        .get("orders-strict")
+        .await
+        .unwrap();
+    assert_eq!(
+        m.get(
+            "cozy_backups_restore_orchestrator_verification_expected_since_timestamp_seconds",
+            &[("namespace", TENANT), ("application", APP)],
+        ),
+        Some(plan.creation_timestamp().unwrap().0.as_second() as f64)
     );
     harness::rbac::assert_allowed(&p.h.audit(), "restore-orchestrator");
     p.h.cleanup().await.unwrap();

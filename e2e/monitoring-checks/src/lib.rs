@@ -343,6 +343,10 @@ pub const RARE: &[(&str, &str)] = &[
         "a passed restore drill; the dev demos create no Plan with spec.verification",
     ),
     (
+        "cozy_backups_restore_orchestrator_verification_expected_since_timestamp_seconds",
+        "a Plan with spec.verification; the dev demos create none",
+    ),
+    (
         "cozy_backups_backup_runner_storage_available",
         "a job passing the storage breaker, which guards the system bucket's endpoint only with \
          the catalog on; the dev backup-runner runs without the catalog",

@@ -36,6 +36,8 @@ pub struct Drills {
     leader: LeaderElector,
     /// The Plans (uid, generation) whose invalid verification was already reported.
     warned: Mutex<BTreeSet<(String, i64)>>,
+    /// The applications (namespace, name) whose expected-since gauge this replica set to a time.
+    expected: Mutex<BTreeSet<(String, String)>>,
 }
 
 fn api_text(action: &str, what: &str, e: kube::Error) -> String {
@@ -59,6 +61,7 @@ impl Drills {
             recorder,
             leader,
             warned: Mutex::new(BTreeSet::new()),
+            expected: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -66,9 +69,9 @@ impl Drills {
     pub async fn run(self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
-            if matches!(self.leader.current(), Leadership::Leading { .. })
-                && let Err(e) = self.pass().await
-            {
+            if !matches!(self.leader.current(), Leadership::Leading { .. }) {
+                self.forget_expected();
+            } else if let Err(e) = self.pass().await {
                 tracing::warn!(error = %e, "restore drill pass failed; retried next pass");
             }
             tokio::select! {
@@ -172,12 +175,7 @@ impl Drills {
             plan.uid().unwrap_or_default(),
             plan.metadata.generation.unwrap_or_default(),
         );
-        if !self
-            .warned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key)
-        {
+        if !lock(&self.warned).insert(key) {
             return;
         }
         tracing::warn!(plan = %plan.name_any(), "{message}");
@@ -774,8 +772,10 @@ impl Drills {
         }
     }
 
-    /// The last-verified gauge of each application a Plan drills.
+    /// The last-verified gauge of each application a Plan drills, and the expected-since gauge of
+    /// each one none of whose drills has passed (the oldest such Plan's creation).
     fn gauges(&self, plans: &[Plan], backups: &[Backup]) {
+        let mut expected: BTreeMap<(String, String), f64> = BTreeMap::new();
         for plan in plans {
             if !matches!(super::validate(plan), Ok(Some(_))) {
                 continue;
@@ -791,9 +791,39 @@ impl Drills {
             if let Some(t) = super::last_passed(&of_app) {
                 ::metrics::gauge!(metrics::LAST_VERIFIED, "namespace" => ns, "application" => app.clone())
                     .set(t.as_second() as f64);
+            } else if let Some(created) = &plan.metadata.creation_timestamp {
+                let since = created.0.as_second() as f64;
+                expected
+                    .entry((ns, app.clone()))
+                    .and_modify(|t| *t = t.min(since))
+                    .or_insert(since);
             }
         }
+        let mut set = lock(&self.expected);
+        for (ns, app) in set.iter().filter(|key| !expected.contains_key(*key)) {
+            expected_since(ns, app).set(f64::NAN);
+        }
+        for ((ns, app), since) in &expected {
+            expected_since(ns, app).set(*since);
+        }
+        *set = expected.into_keys().collect();
     }
+
+    /// Sets every expected-since gauge this replica set back to NaN (it stopped leading: the
+    /// leader's are the ones that count).
+    fn forget_expected(&self) {
+        for (ns, app) in std::mem::take(&mut *lock(&self.expected)) {
+            expected_since(&ns, &app).set(f64::NAN);
+        }
+    }
+}
+
+fn expected_since(ns: &str, app: &str) -> ::metrics::Gauge {
+    ::metrics::gauge!(metrics::VERIFICATION_EXPECTED_SINCE, "namespace" => ns.to_owned(), "application" => app.to_owned())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The container of a CloudNativePG recovery job.
