@@ -1,5 +1,6 @@
 //! The binary as a kubectl plugin: the real `kubectl` finds `kubectl-cozy_backups` on PATH and
-//! runs it for `kubectl cozy-backups …`, against the emulator.
+//! runs it for `kubectl cozy-backups …`, against the harness's API server (the emulator, or
+//! kube-apiserver in the real-API suites), with kubectl 1.33 and 1.27.
 
 use crate::common;
 
@@ -8,13 +9,21 @@ use harness::Harness;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+/// The pinned kubectls from the Google Cloud SDK (`dpkg -L kubectl`).
+const PINNED: &str = "/usr/lib/google-cloud-sdk/bin";
+
 /// A pinned kubectl from the Google Cloud SDK when present, else the one on PATH.
 fn kubectl() -> PathBuf {
     ["kubectl.1.33", "kubectl.1.31"]
         .iter()
-        .map(|v| Path::new("/usr/lib/google-cloud-sdk/bin").join(v))
+        .map(|v| Path::new(PINNED).join(v))
         .find(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// The oldest pinned kubectl (1.27), when this machine has it.
+fn oldest_kubectl() -> Option<PathBuf> {
+    Some(Path::new(PINNED).join("kubectl.1.27")).filter(|p| p.exists())
 }
 
 /// A directory holding only the symlink `kubectl-cozy_backups` → the built binary.
@@ -28,12 +37,22 @@ fn plugin_dir(h: &Harness) -> PathBuf {
 }
 
 async fn run(h: &Harness, dir: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+    run_with(&kubectl(), h, dir, kubeconfig, args).await
+}
+
+async fn run_with(
+    kubectl: &Path,
+    h: &Harness,
+    dir: &Path,
+    kubeconfig: &Path,
+    args: &[&str],
+) -> Output {
     let path = format!(
         "{}:{}",
         dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    tokio::process::Command::new(kubectl())
+    tokio::process::Command::new(kubectl)
         .args(args)
         .env("PATH", path)
         .env("KUBECONFIG", kubeconfig)
@@ -69,23 +88,36 @@ async fn kubectl_runs_the_plugin() {
         "{list}"
     );
 
-    // `kubectl cozy-backups window` prints what the binary prints.
-    let text = stdout(
-        &run(
-            &h,
-            &dir,
-            &kc,
-            &["cozy-backups", "window", "-n", "tenant-acme", "orders-db"],
-        )
-        .await,
-    );
-    assert_eq!(
-        text,
-        "application  tenant-acme/orders-db (Postgres)\nserver       postgres-orders-db\n\
-         recoverable  2026-12-01T02:00:00Z … 2026-12-02T02:00:00Z\nbase backups 2 in the catalog\n\
-         \x20 orders-db-nightly-1  stopped 2026-12-01T02:00:00Z\n\
-         \x20 orders-db-nightly-2  stopped 2026-12-02T02:00:00Z\n"
-    );
+    // `kubectl cozy-backups window` prints what the binary prints, through the newest pinned
+    // kubectl and the oldest (1.27; its plugin discovery is the same, which this shows).
+    let newest = kubectl();
+    for k in std::iter::once(newest).chain(oldest_kubectl()) {
+        let list = stdout(&run_with(&k, &h, &dir, &kc, &["plugin", "list"]).await);
+        assert!(
+            list.contains("kubectl-cozy_backups"),
+            "{}: {list}",
+            k.display()
+        );
+        let text = stdout(
+            &run_with(
+                &k,
+                &h,
+                &dir,
+                &kc,
+                &["cozy-backups", "window", "-n", "tenant-acme", "orders-db"],
+            )
+            .await,
+        );
+        assert_eq!(
+            text,
+            "application  tenant-acme/orders-db (Postgres)\nserver       postgres-orders-db\n\
+             recoverable  2026-12-01T02:00:00Z … 2026-12-02T02:00:00Z\nbase backups 2 in the catalog\n\
+             \x20 orders-db-nightly-1  stopped 2026-12-01T02:00:00Z\n\
+             \x20 orders-db-nightly-2  stopped 2026-12-02T02:00:00Z\n",
+            "{}",
+            k.display()
+        );
+    }
     let json = stdout(
         &run(
             &h,
