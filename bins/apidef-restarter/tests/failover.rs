@@ -32,7 +32,6 @@ fn definition(schema: &str) -> DynamicObject {
     .unwrap()
 }
 
-/// Successful patches of the API Deployment.
 /// The patches of the Deployment in the audit log once it shows `want` of them (or after 5 s): the
 /// emulator stores a write a moment before it logs it, so a count taken right after the change was
 /// seen may still miss it.
@@ -47,6 +46,7 @@ async fn patches_settled(h: &Harness, ns: &str, want: usize) -> usize {
     }
 }
 
+/// Successful patches of the API Deployment.
 fn patches(h: &Harness, ns: &str) -> usize {
     h.audit()
         .writes(Some("patch"), "deployments", Some(ns), Some(DEPLOYMENT))
@@ -111,7 +111,11 @@ async fn plane() -> (Harness, Failover, String) {
     .await
     .unwrap();
     until("the first roll", || async { hash(&h, &ns).await.is_some() }).await;
-    assert_eq!(patches(&h, &ns), 1, "one replica rolled, once");
+    assert_eq!(
+        patches_settled(&h, &ns, 1).await,
+        1,
+        "one replica rolled, once"
+    );
     (h, f, ns)
 }
 
