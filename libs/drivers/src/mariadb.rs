@@ -301,18 +301,18 @@ pub fn snapshot(rendered: &Json, parameters: &BTreeMap<String, String>) -> Json 
 }
 
 /// Parses a Go duration (`time.ParseDuration`) into nanoseconds, with Go's error messages:
-/// `gotemplate::duration`, the same parser the template functions use, step for step what Go does
-/// (upstream shows the outcome to users: `720h` becomes `720h0m0s`, a bad value is quoted in a
-/// failure message).
+/// `goduration`, the workspace's one Go-duration parser, step for step what Go does (upstream
+/// shows the outcome to users: `720h` becomes `720h0m0s`, a bad value is quoted in a failure
+/// message).
 pub fn parse_go_duration(text: &str) -> Result<i128, String> {
-    gotemplate::duration::parse_duration(text.as_bytes()).map(i128::from)
+    goduration::parse_go(text.as_bytes()).map(i128::from)
 }
 
 /// Formats nanoseconds as Go's `time.Duration.String()` does (`720h0m0s`, `1.5s`, `300ms`); a
 /// value outside Go's `int64` range is shown at the nearest end of it.
 pub fn format_go_duration(nanos: i128) -> String {
     let nanos = i64::try_from(nanos).unwrap_or(if nanos < 0 { i64::MIN } else { i64::MAX });
-    gotemplate::duration::format_duration(nanos)
+    goduration::format(nanos)
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! The duration after `@every`, in Go's `time.ParseDuration` syntax (`90s`, `1h30m`, `1.5h`,
 //! `500ms`), because upstream reads it with exactly that function and existing Plans use it.
 //!
-//! Data flow: text → whole nanoseconds (`i128`, so no sum of terms can overflow) → the caller
-//! keeps whole seconds. Invariants: a unit is required after every number (only a bare `0` may
-//! omit it); the accepted units are `ns`, `us`, `µs`, `μs`, `ms`, `s`, `m` and `h`; any value
-//! outside Go's `time.Duration` range (±2^63 ns, about 292 years) is an error, as it is in Go.
+//! The parsing is the workspace's one Go-duration parser (`goduration`, step for step Go's);
+//! this module words its failures for a Plan's author. Invariants: a unit is required after every
+//! number (only a bare `0` may omit it); the accepted units are `ns`, `us`, `µs`, `μs`, `ms`, `s`,
+//! `m` and `h`; any value outside Go's `time.Duration` range (±2^63 ns, about 292 years) is an
+//! error, as it is in Go.
 
 use thiserror::Error;
 
@@ -37,123 +38,27 @@ pub enum DurationError {
     TooLong,
 }
 
-const NANOS_PER_UNIT: [(&str, u64); 8] = [
-    ("ns", 1),
-    ("us", 1_000),
-    ("\u{b5}s", 1_000),  // MICRO SIGN
-    ("\u{3bc}s", 1_000), // GREEK SMALL LETTER MU
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("m", 60_000_000_000),
-    ("h", 3_600_000_000_000),
-];
-
 /// Parses a Go duration into signed nanoseconds.
 pub(crate) fn parse_go_duration(text: &str) -> Result<i128, DurationError> {
-    let (negative, mut rest) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if rest == "0" {
-        return Ok(0);
-    }
-    if rest.is_empty() {
-        return Err(DurationError::Missing);
-    }
-    let mut total: u64 = 0;
-    while !rest.is_empty() {
-        let term_start = rest;
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_digits = &rest[..int_len];
-        rest = &rest[int_len..];
-        let mut frac_digits = "";
-        if let Some(after_dot) = rest.strip_prefix('.') {
-            let frac_len = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-            frac_digits = &after_dot[..frac_len];
-            rest = &after_dot[frac_len..];
-        }
-        if int_digits.is_empty() && frac_digits.is_empty() {
-            return Err(DurationError::ExpectedNumber {
-                at: term_start.to_owned(),
-            });
-        }
-        let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(rest.len(), |(i, _)| i);
-        let number = &term_start[..term_start.len() - rest.len()];
-        if unit_len == 0 {
-            return Err(DurationError::MissingUnit {
-                number: number.to_owned(),
-            });
-        }
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let scale = NANOS_PER_UNIT
-            .iter()
-            .find(|(name, _)| *name == unit)
-            .map(|(_, nanos)| *nanos)
-            .ok_or_else(|| DurationError::UnknownUnit {
-                unit: unit.to_owned(),
-            })?;
-        total = total
-            .checked_add(term_nanos(int_digits, frac_digits, scale)?)
-            .filter(|t| *t <= MAGNITUDE_LIMIT)
-            .ok_or(DurationError::TooLong)?;
-    }
-    if negative {
-        Ok(-i128::from(total))
-    } else if total > MAGNITUDE_LIMIT - 1 {
-        Err(DurationError::TooLong)
-    } else {
-        Ok(i128::from(total))
-    }
-}
-
-/// 2^63: the magnitude of Go's most negative duration; positive ones stop one below it.
-const MAGNITUDE_LIMIT: u64 = 1 << 63;
-
-/// `int.frac × scale` in nanoseconds, computed the way Go computes it so that odd inputs
-/// (`0.3333333333333333333h`) give the same whole number of seconds: the integer part exactly,
-/// the fraction through one `f64` multiplication truncated toward zero, digits that would
-/// overflow the fraction's accumulator ignored.
-fn term_nanos(int: &str, frac: &str, scale: u64) -> Result<u64, DurationError> {
-    let mut whole: u64 = 0;
-    for digit in int.bytes() {
-        whole = whole
-            .checked_mul(10)
-            .and_then(|w| w.checked_add(u64::from(digit - b'0')))
-            .filter(|w| *w <= MAGNITUDE_LIMIT)
-            .ok_or(DurationError::TooLong)?;
-    }
-    if whole > MAGNITUDE_LIMIT / scale {
-        return Err(DurationError::TooLong);
-    }
-    let mut nanos = whole * scale;
-    let (mut fraction, mut divisor) = (0_u64, 1_f64);
-    for digit in frac.bytes() {
-        match fraction
-            .checked_mul(10)
-            .and_then(|f| f.checked_add(u64::from(digit - b'0')))
-            .filter(|f| *f <= MAGNITUDE_LIMIT)
-        {
-            Some(f) => {
-                fraction = f;
-                divisor *= 10.0;
+    let bytes = text.as_bytes();
+    // The positions fall on character boundaries (next to ASCII digits, dots and signs); a lossy
+    // conversion keeps that from ever mattering.
+    let part = |range: std::ops::Range<usize>| String::from_utf8_lossy(&bytes[range]).into_owned();
+    goduration::parse(bytes)
+        .map(i128::from)
+        .map_err(|e| match e {
+            goduration::Error::Empty => DurationError::Missing,
+            goduration::Error::ExpectedNumber { at } => DurationError::ExpectedNumber {
+                at: part(at..bytes.len()),
+            },
+            goduration::Error::MissingUnit { number } => DurationError::MissingUnit {
+                number: part(number),
+            },
+            goduration::Error::UnknownUnit { unit } => {
+                DurationError::UnknownUnit { unit: part(unit) }
             }
-            None => break,
-        }
-    }
-    if fraction > 0 {
-        // Truncation toward zero is the documented behaviour of this float-to-int conversion.
-        let part = (fraction as f64 * (scale as f64 / divisor)) as u64;
-        nanos = nanos
-            .checked_add(part)
-            .filter(|n| *n <= MAGNITUDE_LIMIT)
-            .ok_or(DurationError::TooLong)?;
-    }
-    Ok(nanos)
+            goduration::Error::Overflow => DurationError::TooLong,
+        })
 }
 
 #[cfg(test)]
