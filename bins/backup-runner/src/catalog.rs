@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use api::backups::Backup;
 use api::contract::finalizers;
+use drivers::Driver;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
@@ -274,8 +275,8 @@ async fn remove_finalizers(api: &Api<Backup>, backup: &Backup) -> Result<(), Err
 async fn cleanup(backup: &Backup, ctx: &Context) -> Result<(), Error> {
     let ns = backup.namespace().unwrap_or_default();
     let md = backup.spec.driver_metadata.clone().unwrap_or_default();
-    match backup.spec.strategy_ref.kind.as_str() {
-        "CNPG" => {
+    match Driver::from_kind(&backup.spec.strategy_ref.kind) {
+        Some(Driver::Cnpg) => {
             let Some(name) = md
                 .get(drivers::cnpg::keys::BACKUP_NAME)
                 .filter(|n| !n.is_empty())
@@ -297,8 +298,18 @@ async fn cleanup(backup: &Backup, ctx: &Context) -> Result<(), Error> {
                 }),
             }
         }
-        "Job" | "Altinity" | "MariaDB" | "MongoDB" | "FoundationDB" => Ok(()),
-        _ => velero_cleanup(&md, ctx).await,
+        // Nothing of these kinds is deleted with the Backup.
+        Some(
+            Driver::Job
+            | Driver::Altinity
+            | Driver::MariaDb
+            | Driver::MongoDb
+            | Driver::FoundationDb
+            | Driver::Etcd,
+        ) => Ok(()),
+        // A kind this version does not know goes the Velero way too: the Velero keys of its
+        // driver metadata decide, and without them there is nothing to do.
+        Some(Driver::Velero) | None => velero_cleanup(&md, ctx).await,
     }
 }
 

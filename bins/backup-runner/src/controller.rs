@@ -151,7 +151,7 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
             wait(ctx, &job, status, reason, &message, &now).await
         }
         Gate::Dispatch {
-            kind,
+            driver,
             resolved,
             app,
         } => {
@@ -192,7 +192,7 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                 return Ok(action);
             }
             if status.started_at.is_none() {
-                template_problems(ctx, &job, &kind, &resolved).await;
+                template_problems(ctx, &job, driver, &resolved).await;
             }
             let mut run = Run {
                 job: job.as_ref(),
@@ -204,7 +204,7 @@ async fn reconcile_job(job: Arc<BackupJob>, ctx: &Ctx) -> Result<Action, Error> 
                 fresh_app: None,
             };
             let endpoint = storage.as_ref().map(|(e, _)| e.as_str());
-            let action = drivers::drive(ctx, &kind, &mut run, endpoint).await?;
+            let action = drivers::drive(ctx, driver, &mut run, endpoint).await?;
             if phases::is_terminal(run.status.phase.as_deref()) {
                 ctx.breakers.release(&format!("{ns}/{}", job.name_any()));
                 ctx.leases.release(job.as_ref());
@@ -251,11 +251,11 @@ async fn not_handled(ctx: &Ctx, job: &BackupJob, class: Option<&api::backups::Ba
 async fn template_problems(
     ctx: &Ctx,
     job: &BackupJob,
-    kind: &str,
+    driver: ::drivers::Driver,
     resolved: &api::backups::ResolvedStrategy,
 ) {
     let name = &resolved.strategy_ref.name;
-    let Some(template) = ctx.caches.template(kind, name) else {
+    let Some(template) = ctx.caches.template(driver.kind(), name) else {
         return;
     };
     let problems = ::drivers::template::problems(&template, &resolved.parameters);
@@ -266,7 +266,7 @@ async fn template_problems(
         .iter()
         .map(|(path, problem)| format!("spec.template.{path} {problem}"))
         .collect();
-    let note = format!("strategy {kind}/{name}: {}", list.join("; "));
+    let note = format!("strategy {driver}/{name}: {}", list.join("; "));
     ctx.event(
         job,
         kube::runtime::events::EventType::Warning,

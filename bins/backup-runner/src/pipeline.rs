@@ -11,6 +11,7 @@
 //!  ─► dispatch to the driver of the strategy kind
 //! ```
 
+use ::drivers::Driver;
 use api::backups::{BackupClassSpec, BackupJob, ResolvedStrategy};
 use api::contract::{self, condition_types, phases, reasons};
 use api::{ConditionStatus, TypedLocalObjectReference};
@@ -30,10 +31,10 @@ pub enum Gate {
     AwaitProjection,
     /// The projection failed transiently: `Ready=False/CredentialsProjectionPending`.
     ProjectionPending(String),
-    /// Run the driver of this strategy kind.
+    /// Run the driver of the strategy kind.
     Dispatch {
-        /// Strategy kind (one of the supported kinds).
-        kind: String,
+        /// The driver of the strategy kind.
+        driver: Driver,
         /// The resolved route.
         resolved: ResolvedStrategy,
         /// The normalised application reference.
@@ -64,13 +65,13 @@ pub fn gate(job: &BackupJob, class: Option<&BackupClassSpec>, require_projection
         Some(contract::groups::STRATEGY) => {}
         _ => return Gate::NotOurs,
     }
-    let kind = resolved.strategy_ref.kind.clone();
-    if !contract::SUPPORTED_STRATEGY_KINDS.contains(&kind.as_str()) {
+    let Some(driver) = Driver::from_kind(&resolved.strategy_ref.kind) else {
         return Gate::Fail(format!(
-            "strategy Kind {kind:?} is not supported by this controller (supported: {})",
+            "strategy Kind {:?} is not supported by this controller (supported: {})",
+            resolved.strategy_ref.kind,
             contract::SUPPORTED_STRATEGY_KINDS.join(", ")
         ));
-    }
+    };
     if require_projection {
         let projected = status
             .conditions
@@ -92,7 +93,7 @@ pub fn gate(job: &BackupJob, class: Option<&BackupClassSpec>, require_projection
         }
     }
     Gate::Dispatch {
-        kind,
+        driver,
         resolved,
         app,
     }
@@ -217,14 +218,14 @@ mod tests {
         }
         let done = projected(job("Postgres"), ConditionStatus::True, "Projected", 1);
         let Gate::Dispatch {
-            kind,
+            driver,
             resolved,
             app,
         } = ok(&done)
         else {
             panic!("dispatch expected");
         };
-        assert_eq!(kind, "CNPG");
+        assert_eq!(driver, Driver::Cnpg);
         assert_eq!(resolved.strategy_ref.name, "cozy-default-cnpg");
         assert_eq!(app.api_group.as_deref(), Some(groups::APPS));
         // Without the projection requirement the condition is not consulted.

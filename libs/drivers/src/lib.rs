@@ -21,6 +21,7 @@ pub mod altinity;
 pub mod app_ref;
 pub mod catalog;
 pub mod cnpg;
+pub mod driver;
 pub mod etcd;
 pub mod foundationdb;
 pub mod job;
@@ -31,3 +32,5 @@ pub mod status;
 pub mod storage_fault;
 pub mod template;
 pub mod velero;
+
+pub use driver::Driver;

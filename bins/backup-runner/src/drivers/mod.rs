@@ -30,6 +30,7 @@ pub mod velero;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use ::drivers::Driver;
 use api::TypedLocalObjectReference;
 use api::backups::{Backup, BackupJob, BackupJobStatus, ResolvedStrategy};
 use api::contract::{labels, phases, reasons};
@@ -387,29 +388,26 @@ pub struct Announce {
     pub failed: (&'static str, String),
 }
 
-/// Runs the driver of `kind` for one reconcile.
+/// Runs `driver` for one reconcile.
 ///
 /// `storage`: the endpoint of the system bucket, whose storage breaker sees every step (a storage
 /// failure counts; once the breaker is open the job waits instead, see [`crate::breaker`]).
 pub async fn drive(
     ctx: &Context,
-    kind: &str,
+    driver: Driver,
     run: &mut Run<'_>,
     storage: Option<&str>,
 ) -> Result<Action, Error> {
     for _ in 0..MAX_STEPS {
-        let step = match kind {
-            "CNPG" => cnpg::step(ctx, run),
-            "MariaDB" => mariadb::step(ctx, run),
-            "Etcd" => etcd::step(ctx, run),
-            "Job" => job::step(ctx, run).await?,
-            "Altinity" => altinity::step(ctx, run).await?,
-            "FoundationDB" => foundationdb::step(ctx, run).await?,
-            "Velero" => velero::step(ctx, run).await?,
-            "MongoDB" => mongodb::step(ctx, run),
-            other => run.fail(format!(
-                "strategy Kind {other:?} is not implemented by this runner yet"
-            )),
+        let step = match driver {
+            Driver::Cnpg => cnpg::step(ctx, run),
+            Driver::MariaDb => mariadb::step(ctx, run),
+            Driver::Etcd => etcd::step(ctx, run),
+            Driver::Job => job::step(ctx, run).await?,
+            Driver::Altinity => altinity::step(ctx, run).await?,
+            Driver::FoundationDb => foundationdb::step(ctx, run).await?,
+            Driver::Velero => velero::step(ctx, run).await?,
+            Driver::MongoDb => mongodb::step(ctx, run),
         };
         let step = match storage {
             Some(endpoint) => storage::intercept(ctx, run, step, endpoint),
@@ -475,8 +473,8 @@ pub async fn drive(
             }
             Step::Complete { backup, status } => {
                 if let Err(e) = create_catalog_entry(ctx, run, &backup).await {
-                    let prefix = match run.resolved.strategy_ref.kind.as_str() {
-                        "Velero" => drivers::velero::CATALOG_FAILED,
+                    let prefix = match driver {
+                        Driver::Velero => drivers::velero::CATALOG_FAILED,
                         _ => "failed to create Backup artifact",
                     };
                     return refused(ctx, run, prefix, e).await;

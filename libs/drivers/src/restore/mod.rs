@@ -49,6 +49,7 @@ pub mod options;
 pub mod skeleton;
 pub mod velero;
 
+pub use crate::driver::Driver;
 use std::time::Duration;
 
 use api::backups::RestoreJobStatus;
@@ -178,58 +179,6 @@ pub struct Cleanup {
     pub action: Action,
     /// When it fails: a Warning Event `(reason, note prefix)` (`<prefix>: <error>`), or nothing.
     pub on_error: Option<(&'static str, &'static str)>,
-}
-
-/// The strategy kinds a restore dispatches to, in upstream's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// Generic batch Job.
-    Job,
-    /// Velero (VMInstance / VMDisk).
-    Velero,
-    /// CloudNativePG with barman-cloud.
-    Cnpg,
-    /// clickhouse-backup.
-    Altinity,
-    /// mariadb-operator.
-    MariaDb,
-    /// Percona Server for MongoDB.
-    MongoDb,
-    /// FoundationDB operator.
-    FoundationDb,
-    /// etcd-operator.
-    Etcd,
-}
-
-impl Driver {
-    /// The driver of a strategy kind, if it is one of ours.
-    pub fn from_kind(kind: &str) -> Option<Self> {
-        Some(match kind {
-            "Job" => Self::Job,
-            "Velero" => Self::Velero,
-            "CNPG" => Self::Cnpg,
-            "Altinity" => Self::Altinity,
-            "MariaDB" => Self::MariaDb,
-            "MongoDB" => Self::MongoDb,
-            "FoundationDB" => Self::FoundationDb,
-            "Etcd" => Self::Etcd,
-            _ => return None,
-        })
-    }
-
-    /// The strategy kind.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Self::Job => "Job",
-            Self::Velero => "Velero",
-            Self::Cnpg => "CNPG",
-            Self::Altinity => "Altinity",
-            Self::MariaDb => "MariaDB",
-            Self::MongoDb => "MongoDB",
-            Self::FoundationDb => "FoundationDB",
-            Self::Etcd => "Etcd",
-        }
-    }
 }
 
 /// What to do next with a RestoreJob.
