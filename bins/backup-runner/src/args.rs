@@ -90,17 +90,10 @@ pub struct RunnerArgs {
     #[arg(long, env = "CATALOG_SYNC_INTERVAL", default_value = "5m", value_parser = positive_duration)]
     #[serde(serialize_with = "runtime::duration::serialize")]
     pub catalog_sync_interval: Duration,
-    /// Storage failures (of distinct BackupJobs, on one endpoint) within
-    /// `--storage-breaker-window` that open the storage breaker of that endpoint.
-    #[arg(long, env = "STORAGE_BREAKER_FAILURES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    pub storage_breaker_failures: u32,
-    /// The window in which `--storage-breaker-failures` storage failures open the breaker.
-    #[arg(long, env = "STORAGE_BREAKER_WINDOW", default_value = "5m", value_parser = positive_duration)]
-    #[serde(serialize_with = "runtime::duration::serialize")]
-    pub storage_breaker_window: Duration,
-    /// BackupJobs that resume at once, oldest first, once the storage probe succeeds.
-    #[arg(long, env = "STORAGE_RECOVERY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
-    pub storage_recovery_concurrency: u32,
+    /// The storage breaker.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub breaker: storage_breaker::BreakerArgs,
 }
 
 fn namespaced_name(s: &str) -> Result<String, String> {

@@ -303,15 +303,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         mirror: mirror.clone(),
         jobs: jobs_store.clone(),
         breakers: Arc::new(
-            breaker::Breakers::new(
-                breaker::Settings {
-                    failures: args.runner.storage_breaker_failures,
-                    window: args.runner.storage_breaker_window,
-                    recovery_concurrency: args.runner.storage_recovery_concurrency as usize,
-                },
-                breaker::NAMES,
-            )
-            .with_wake(wake),
+            breaker::Breakers::new(args.runner.breaker.settings(), breaker::NAMES).with_wake(wake),
         ),
     });
     let jobs = controller

@@ -64,17 +64,10 @@ pub struct OrchestratorArgs {
     /// A PEM bundle of CAs trusted for the S3 endpoint (besides the public roots).
     #[arg(long, env = "STORAGE_CA_FILE")]
     pub storage_ca_file: Option<std::path::PathBuf>,
-    /// Storage failures (of distinct RestoreJobs, on one endpoint) within
-    /// `--storage-breaker-window` that open the storage breaker of that endpoint.
-    #[arg(long, env = "STORAGE_BREAKER_FAILURES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    pub storage_breaker_failures: u32,
-    /// The window in which `--storage-breaker-failures` storage failures open the breaker.
-    #[arg(long, env = "STORAGE_BREAKER_WINDOW", default_value = "5m", value_parser = positive_duration)]
-    #[serde(serialize_with = "runtime::duration::serialize")]
-    pub storage_breaker_window: Duration,
-    /// RestoreJobs that resume at once, oldest first, once the storage probe succeeds.
-    #[arg(long, env = "STORAGE_RECOVERY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
-    pub storage_recovery_concurrency: u32,
+    /// The storage breaker.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub breaker: storage_breaker::BreakerArgs,
 }
 
 fn secret_or_empty(s: &str) -> Result<String, String> {
@@ -86,13 +79,6 @@ fn secret_or_empty(s: &str) -> Result<String, String> {
         _ => Err(format!(
             "{s:?} is not <namespace>/<name> (or empty, for no storage breaker)"
         )),
-    }
-}
-
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    match runtime::duration::parse(s)? {
-        d if d.is_zero() => Err(format!("{s:?} is not a positive duration")),
-        d => Ok(d),
     }
 }
 
@@ -132,10 +118,13 @@ mod tests {
             "tenant-root/bucket-cozy-backups-system-credentials"
         );
         assert_eq!(
-            (a.storage_breaker_failures, a.storage_recovery_concurrency),
+            (
+                a.breaker.storage_breaker_failures,
+                a.breaker.storage_recovery_concurrency
+            ),
             (3, 4)
         );
-        assert_eq!(a.storage_breaker_window, Duration::from_secs(300));
+        assert_eq!(a.breaker.storage_breaker_window, Duration::from_secs(300));
         let off = Args::parse_from(["restore-orchestrator", "--storage-bucket-secret="]);
         assert_eq!(off.orchestrator.storage_bucket_secret, "");
         let err = |flags: &[&str]| {

@@ -76,15 +76,7 @@ pub struct Storage {
 impl Storage {
     /// The breakers configured by the flags; `wake` reconciles a job by key (`namespace/name`).
     pub fn new(args: &OrchestratorArgs, wake: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
-        let breakers = Breakers::new(
-            storage_breaker::Settings {
-                failures: args.storage_breaker_failures,
-                window: args.storage_breaker_window,
-                recovery_concurrency: args.storage_recovery_concurrency as usize,
-            },
-            NAMES,
-        )
-        .with_wake(wake);
+        let breakers = Breakers::new(args.breaker.settings(), NAMES).with_wake(wake);
         Storage {
             breakers: Arc::new(breakers),
             secret: args
@@ -93,7 +85,7 @@ impl Storage {
                 .map(|(ns, name)| (ns.to_owned(), name.to_owned())),
             endpoint: args.storage_endpoint.clone(),
             ca_file: args.storage_ca_file.clone(),
-            recovery_concurrency: args.storage_recovery_concurrency,
+            recovery_concurrency: args.breaker.storage_recovery_concurrency,
             cached: Default::default(),
         }
     }

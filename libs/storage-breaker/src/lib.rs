@@ -18,7 +18,10 @@
 //! This crate is the state, the probe's verdict and the system bucket's client ([`bucket`]); each
 //! daemon keeps its gate in front of a job's driver and its interception of a driver's step.
 
+mod args;
 pub mod bucket;
+
+pub use args::BreakerArgs;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;

@@ -113,7 +113,7 @@ pub(super) async fn gate(
                 ),
                 None => format!(
                     "object storage at {endpoint} answers again; the backup waits for a resume slot (oldest first, {} at once)",
-                    ctx.args.storage_recovery_concurrency
+                    ctx.args.breaker.storage_recovery_concurrency
                 ),
             };
             if status.started_at.is_none() {
